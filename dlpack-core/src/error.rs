@@ -1,0 +1,331 @@
+//! [`Error`]: the one error type of the workspace, and [`PyErrorKind`], how it maps onto Python.
+
+use core::fmt;
+
+use crate::{DataType, Device, Flags, MemoryKind, Version};
+
+/// Everything that can go wrong when exporting, importing, viewing or moving a tensor.
+///
+/// Messages say what was found and what was expected. The enum is `#[non_exhaustive]`: new
+/// checks may add variants.
+#[derive(Clone, PartialEq, Eq, Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A pointer that must not be NULL was NULL.
+    NullPointer {
+        /// Which pointer (`"managed tensor"`, `"shape"`, `"data"`, ...).
+        what: &'static str,
+    },
+    /// The tensor's major version differs from this crate's; only its deleter was called.
+    IncompatibleVersion {
+        /// The version the producer wrote.
+        found: Version,
+    },
+    /// The flags hold bits DLPack 1.3 does not define.
+    UnknownFlags {
+        /// The whole flags field.
+        flags: Flags,
+    },
+    /// `ndim` is negative or larger than [`crate::MAX_NDIM`].
+    BadNdim {
+        /// The value found.
+        ndim: i64,
+    },
+    /// A dimension of the shape is negative.
+    NegativeDim {
+        /// The axis.
+        axis: usize,
+        /// The value found.
+        value: i64,
+    },
+    /// `strides` is NULL for a tensor with dimensions, which DLPack forbids since 1.2.
+    NullStrides {
+        /// The tensor's number of dimensions.
+        ndim: usize,
+        /// The version the producer wrote.
+        version: Version,
+    },
+    /// A `shape` or `strides` pointer is not aligned for `i64`.
+    MisalignedArray {
+        /// `"shape"` or `"strides"`.
+        what: &'static str,
+        /// The address found.
+        address: usize,
+    },
+    /// The data pointer is NULL but the tensor has elements.
+    NullData {
+        /// The number of elements.
+        elements: u128,
+    },
+    /// The dtype code is not one DLPack 1.3 defines.
+    UnknownDataTypeCode {
+        /// The code found.
+        code: u8,
+    },
+    /// The dtype has zero lanes.
+    ZeroLanes {
+        /// The dtype found.
+        dtype: DataType,
+    },
+    /// The dtype's bit width is not one DLPack defines for its code.
+    UnsupportedBits {
+        /// The dtype found.
+        dtype: DataType,
+        /// The widths allowed for the code (empty: any whole number of bytes).
+        allowed: &'static [u8],
+    },
+    /// A packed sub-byte dtype (fp4, fp6) with a layout that is not compact row-major, which
+    /// DLPack does not define.
+    StridedSubByte {
+        /// The dtype found.
+        dtype: DataType,
+    },
+    /// An address or size computed from the tensor's fields overflows.
+    Overflow {
+        /// What was being computed, with the values involved.
+        what: String,
+    },
+    /// The element type asked for does not match the tensor's dtype.
+    DataTypeMismatch {
+        /// The tensor's dtype.
+        found: DataType,
+        /// The dtype of the Rust element type asked for.
+        expected: DataType,
+    },
+    /// The first element's address is not aligned for the element type.
+    Misaligned {
+        /// The address of the first element (`data + byte_offset`).
+        address: usize,
+        /// The alignment the element type needs.
+        align: usize,
+    },
+    /// The memory cannot be read by the host without a copy.
+    NotHostAccessible {
+        /// The tensor's device.
+        device: Device,
+    },
+    /// Mutable access was asked for a read-only tensor.
+    ReadOnly,
+    /// Mutable access was asked for a tensor whose strides make elements share memory.
+    OverlappingStrides {
+        /// The tensor's shape.
+        shape: Vec<i64>,
+        /// The tensor's strides, in elements.
+        strides: Vec<i64>,
+    },
+    /// A value that is not a valid bit pattern for the element type (a `bool` byte other than
+    /// 0 or 1).
+    InvalidValue {
+        /// The element type.
+        dtype: DataType,
+        /// The row-major index of the first bad element.
+        index: usize,
+        /// The bad byte.
+        byte: u8,
+    },
+    /// The number of dimensions differs from the one asked for.
+    NdimMismatch {
+        /// The tensor's ndim.
+        found: usize,
+        /// The ndim asked for.
+        expected: usize,
+    },
+    /// The shape differs from the one asked for.
+    ShapeMismatch {
+        /// The tensor's shape.
+        found: Vec<i64>,
+        /// The shape asked for.
+        expected: Vec<i64>,
+    },
+    /// A read-only tensor cannot be exported as a legacy `DLManagedTensor`, which has no flag to
+    /// say so (NumPy refuses it the same way).
+    LegacyReadOnly,
+    /// The device the tensor claims is not the one its memory belongs to.
+    DeviceMismatch {
+        /// The device in the tensor.
+        claimed: Device,
+        /// The device the runtime reports for the data pointer.
+        actual: Device,
+    },
+    /// The memory is of a kind the tensor's device type cannot describe (host memory claimed as
+    /// CUDA device memory, say).
+    MemoryKindMismatch {
+        /// The device in the tensor.
+        claimed: Device,
+        /// The kind the runtime reports.
+        actual: MemoryKind,
+    },
+    /// The runtime does not know the data pointer (not allocated by it, or in another context).
+    UnknownPointer {
+        /// The device in the tensor.
+        claimed: Device,
+        /// The address asked about.
+        address: usize,
+    },
+    /// The bytes the tensor reaches are not all inside the allocation the runtime reports.
+    SpanOutsideAllocation {
+        /// First reachable byte.
+        start: usize,
+        /// One past the last reachable byte.
+        end: usize,
+        /// First byte of the allocation.
+        alloc_start: usize,
+        /// One past the last byte of the allocation.
+        alloc_end: usize,
+    },
+    /// A device runtime (CUDA driver, Level Zero loader) is missing or failed.
+    Runtime {
+        /// The runtime (`"CUDA driver"`, `"Level Zero"`).
+        runtime: &'static str,
+        /// What it said.
+        message: String,
+    },
+    /// No device hook handles this device type.
+    NoHook {
+        /// The device asked about.
+        device: Device,
+    },
+    /// A Python `__dlpack__` / `from_dlpack` request that cannot be honoured; see
+    /// [`crate::protocol`].
+    Protocol {
+        /// The Python exception this maps to.
+        kind: PyErrorKind,
+        /// The message.
+        message: String,
+    },
+}
+
+/// The Python exception class an [`Error`] maps to under the array API standard's rules:
+/// `BufferError` when the data cannot be expressed or handed over, `ValueError` for bad argument
+/// values, `TypeError` for arguments of the wrong type.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum PyErrorKind {
+    /// `BufferError`.
+    BufferError,
+    /// `ValueError`.
+    ValueError,
+    /// `TypeError`.
+    TypeError,
+}
+
+impl Error {
+    /// The Python exception class for this error.
+    pub fn py_kind(&self) -> PyErrorKind {
+        match self {
+            Error::Protocol { kind, .. } => *kind,
+            _ => PyErrorKind::BufferError,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NullPointer { what } => write!(f, "the {what} pointer is NULL"),
+            Error::IncompatibleVersion { found } => write!(
+                f,
+                "DLPack version {found} is not compatible with {} (major versions differ); the tensor was deleted",
+                Version::CURRENT
+            ),
+            Error::UnknownFlags { flags } => write!(
+                f,
+                "flags {:#x} hold bits DLPack {} does not define ({:#x}); expected only READ_ONLY, IS_COPIED and IS_SUBBYTE_TYPE_PADDED",
+                flags.0,
+                Version::CURRENT,
+                flags.unknown_bits()
+            ),
+            Error::BadNdim { ndim } => {
+                write!(f, "ndim = {ndim}, expected 0..={}", crate::MAX_NDIM)
+            }
+            Error::NegativeDim { axis, value } => {
+                write!(f, "shape[{axis}] = {value}, expected a size >= 0")
+            }
+            Error::NullStrides { ndim, version } => write!(
+                f,
+                "strides is NULL for a {ndim}-d tensor of DLPack {version}; NULL strides are allowed only before 1.2 or for ndim 0"
+            ),
+            Error::MisalignedArray { what, address } => {
+                write!(f, "the {what} array at {address:#x} is not aligned for i64 (8 bytes)")
+            }
+            Error::NullData { elements } => write!(
+                f,
+                "the data pointer is NULL but the tensor has {elements} elements; NULL is allowed only for size 0"
+            ),
+            Error::UnknownDataTypeCode { code } => write!(
+                f,
+                "dtype code {code} is unknown; expected 0..=17 (DLPack {})",
+                Version::CURRENT
+            ),
+            Error::ZeroLanes { dtype } => {
+                write!(f, "dtype code {} has lanes = 0, expected at least 1", dtype.code)
+            }
+            Error::UnsupportedBits { dtype, allowed } => {
+                let code = dtype.code;
+                let name = code.name().unwrap_or("?");
+                if allowed.is_empty() {
+                    write!(f, "dtype {name} has bits = {}, expected a positive multiple of 8", dtype.bits)
+                } else {
+                    write!(f, "dtype {name} has bits = {}, expected one of {allowed:?}", dtype.bits)
+                }
+            }
+            Error::StridedSubByte { dtype } => write!(
+                f,
+                "dtype {dtype} is packed below one byte per element, so only a compact row-major layout is defined; found other strides"
+            ),
+            Error::Overflow { what } => write!(f, "overflow: {what}"),
+            Error::DataTypeMismatch { found, expected } => {
+                write!(f, "the tensor holds {found}, expected {expected}")
+            }
+            Error::Misaligned { address, align } => write!(
+                f,
+                "the first element at {address:#x} is not aligned to {align} bytes as the element type needs"
+            ),
+            Error::NotHostAccessible { device } => write!(
+                f,
+                "the tensor lives on {device}, which the host cannot read without a copy; expected cpu, cuda_host, rocm_host or cuda_managed memory (or a device hook that says it is host memory)"
+            ),
+            Error::ReadOnly => f.write_str("the tensor is read-only; mutable access refused"),
+            Error::OverlappingStrides { shape, strides } => write!(
+                f,
+                "strides {strides:?} for shape {shape:?} make distinct indices share memory; mutable access refused"
+            ),
+            Error::InvalidValue { dtype, index, byte } => write!(
+                f,
+                "element {index} holds byte {byte:#04x}, not a valid {dtype} (expected 0 or 1)"
+            ),
+            Error::NdimMismatch { found, expected } => {
+                write!(f, "the tensor has {found} dimensions, expected {expected}")
+            }
+            Error::ShapeMismatch { found, expected } => {
+                write!(f, "the tensor has shape {found:?}, expected {expected:?}")
+            }
+            Error::LegacyReadOnly => f.write_str(
+                "a read-only tensor cannot be exported as a legacy DLManagedTensor, which has no read-only flag; ask for a versioned tensor (max_version >= (1, 0))",
+            ),
+            Error::DeviceMismatch { claimed, actual } => write!(
+                f,
+                "the tensor claims device {claimed}, but its memory belongs to {actual}"
+            ),
+            Error::MemoryKindMismatch { claimed, actual } => write!(
+                f,
+                "the tensor claims device {claimed}, but its memory is {actual}"
+            ),
+            Error::UnknownPointer { claimed, address } => write!(
+                f,
+                "the runtime for {claimed} does not know the data pointer {address:#x} (not allocated by it, or in another context)"
+            ),
+            Error::SpanOutsideAllocation { start, end, alloc_start, alloc_end } => write!(
+                f,
+                "the tensor reaches bytes {start:#x}..{end:#x}, outside its allocation {alloc_start:#x}..{alloc_end:#x}"
+            ),
+            Error::Runtime { runtime, message } => write!(f, "{runtime}: {message}"),
+            Error::NoHook { device } => write!(
+                f,
+                "no device hook handles {device}; enable the device crate for it (dlpack-cuda, dlpack-oneapi)"
+            ),
+            Error::Protocol { message, .. } => f.write_str(message),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

@@ -1,0 +1,138 @@
+//! Device hooks: what a device crate (`dlpack-cuda`, `dlpack-oneapi`) tells the rest of the
+//! workspace about memory the host cannot judge by itself.
+//!
+//! This is the Rust form of PyTorch's device hooks that map an address to its device. A hook
+//! answers three questions: which device and kind of memory a pointer belongs to (so that a
+//! foreign tensor's device claim can be checked, see [`crate::CheckedTensor::verify_device`]),
+//! how to make a producer's work visible on a consumer's stream or queue, and how to copy
+//! between device and host. Host memory needs no hook.
+
+use core::fmt;
+use core::ops::Range;
+
+use crate::protocol::StreamRequest;
+use crate::{Device, DeviceType, Error};
+
+/// What kind of memory a pointer refers to, as the device runtime reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum MemoryKind {
+    /// Ordinary (pageable) host memory the runtime knows nothing special about.
+    Host,
+    /// Page-locked host memory allocated through the runtime (CUDA pinned, Level Zero host USM).
+    HostPinned,
+    /// Device memory: the host cannot read it directly.
+    Device,
+    /// Memory that migrates between host and device (CUDA managed, Level Zero shared USM).
+    Managed,
+}
+
+impl MemoryKind {
+    /// Whether the host can read and write this memory in place.
+    pub const fn is_host_accessible(self) -> bool {
+        !matches!(self, MemoryKind::Device)
+    }
+
+    /// Whether a tensor claiming `device_type` may describe memory of this kind:
+    /// `kDLCUDA`/`kDLROCM` device or managed memory, `kDLCUDAHost`/`kDLROCMHost` pinned host
+    /// memory, `kDLCUDAManaged` managed memory, `kDLOneAPI` any USM kind (device, host, shared),
+    /// `kDLCPU` host memory of any kind. Other device types: device memory.
+    pub const fn fits(self, device_type: DeviceType) -> bool {
+        use MemoryKind::*;
+        match device_type {
+            DeviceType::CPU => matches!(self, Host | HostPinned | Managed),
+            DeviceType::CUDA | DeviceType::ROCM => matches!(self, Device | Managed),
+            DeviceType::CUDA_HOST | DeviceType::ROCM_HOST => matches!(self, HostPinned),
+            DeviceType::CUDA_MANAGED => matches!(self, Managed),
+            DeviceType::ONEAPI => matches!(self, Device | HostPinned | Managed),
+            _ => matches!(self, Device),
+        }
+    }
+}
+
+impl fmt::Display for MemoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MemoryKind::Host => "pageable host memory",
+            MemoryKind::HostPinned => "pinned host memory",
+            MemoryKind::Device => "device memory",
+            MemoryKind::Managed => "managed (shared) memory",
+        })
+    }
+}
+
+/// What a runtime reports about one pointer.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct PointerInfo {
+    /// The device that owns the memory, numbered the way DLPack numbers it for that device type.
+    pub device: Device,
+    /// The kind of memory.
+    pub kind: MemoryKind,
+    /// The whole allocation the pointer lies in, when the runtime can tell.
+    pub allocation: Option<Range<usize>>,
+}
+
+/// The hooks a device crate implements. Every method has a default that refuses with
+/// [`Error::NoHook`], so a crate implements only what its runtime can do.
+///
+/// Hooks must be callable from any thread.
+pub trait DeviceHooks: Send + Sync {
+    /// Whether this hook handles tensors that claim `device_type`.
+    fn handles(&self, device_type: DeviceType) -> bool;
+
+    /// Resolves the device and memory kind of `address`, which a tensor claims lies on
+    /// `claimed`. An address the runtime does not know is [`Error::UnknownPointer`].
+    fn resolve(&self, claimed: Device, address: usize) -> Result<PointerInfo, Error> {
+        let _ = address;
+        Err(Error::NoHook { device: claimed })
+    }
+
+    /// Makes the producer's pending work on `device` visible to the consumer's `stream` (for
+    /// CUDA: record an event on the producer's stream and make the consumer's stream wait on
+    /// it), without synchronising the whole device.
+    fn make_ready(&self, device: Device, stream: StreamRequest) -> Result<(), Error> {
+        let _ = stream;
+        Err(Error::NoHook { device })
+    }
+
+    /// Copies `dst.len()` bytes from device memory at `src` to the host.
+    ///
+    /// # Safety
+    ///
+    /// `src..src + dst.len()` must be memory of `device` that is valid for reads and not being
+    /// written for the duration of the call.
+    unsafe fn copy_to_host(&self, device: Device, src: usize, dst: &mut [u8]) -> Result<(), Error> {
+        let _ = (src, dst);
+        Err(Error::NoHook { device })
+    }
+
+    /// Copies `src` from the host into device memory at `dst`.
+    ///
+    /// # Safety
+    ///
+    /// `dst..dst + src.len()` must be memory of `device` that is valid for writes and not
+    /// accessed by anyone else for the duration of the call.
+    unsafe fn copy_from_host(&self, device: Device, src: &[u8], dst: usize) -> Result<(), Error> {
+        let _ = (src, dst);
+        Err(Error::NoHook { device })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_kinds_fit_the_device_types_that_can_describe_them() {
+        assert!(MemoryKind::Device.fits(DeviceType::CUDA));
+        assert!(MemoryKind::Managed.fits(DeviceType::CUDA));
+        assert!(!MemoryKind::HostPinned.fits(DeviceType::CUDA));
+        assert!(!MemoryKind::Host.fits(DeviceType::CUDA));
+        assert!(MemoryKind::HostPinned.fits(DeviceType::CUDA_HOST));
+        assert!(!MemoryKind::Device.fits(DeviceType::CUDA_HOST));
+        assert!(MemoryKind::Managed.fits(DeviceType::CUDA_MANAGED));
+        assert!(!MemoryKind::Device.fits(DeviceType::CUDA_MANAGED));
+        assert!(MemoryKind::HostPinned.fits(DeviceType::ONEAPI));
+        assert!(!MemoryKind::Host.fits(DeviceType::ONEAPI));
+        assert!(!MemoryKind::Device.fits(DeviceType::CPU));
+    }
+}

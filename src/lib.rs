@@ -1,0 +1,1 @@
+//! Cross-crate tests and the tour example of the DLPack workspace live beside this (empty) library.

@@ -98,7 +98,10 @@ impl DeviceType {
     /// Other memory (oneAPI USM included) may also be host-accessible; only a device hook can
     /// tell, see [`crate::hooks::PointerResolver`].
     pub const fn is_host_accessible(self) -> bool {
-        matches!(self, Self::CPU | Self::CUDA_HOST | Self::ROCM_HOST | Self::CUDA_MANAGED)
+        matches!(
+            self,
+            Self::CPU | Self::CUDA_HOST | Self::ROCM_HOST | Self::CUDA_MANAGED
+        )
     }
 }
 
@@ -135,7 +138,10 @@ impl Device {
 
     /// A device of the given type and index.
     pub const fn new(device_type: DeviceType, device_id: i32) -> Self {
-        Device { device_type, device_id }
+        Device {
+            device_type,
+            device_id,
+        }
     }
 
     /// CUDA device `id` (device memory).
@@ -182,7 +188,13 @@ mod tests {
     fn device_display_reads_like_pytorch() {
         assert_eq!(Device::CPU.to_string(), "cpu:0");
         assert_eq!(Device::cuda(1).to_string(), "cuda:1");
-        assert_eq!(Device::new(DeviceType::CUDA_MANAGED, 0).to_string(), "cuda_managed:0");
-        assert_eq!(Device::new(DeviceType(42), 3).to_string(), "device_type(42):3");
+        assert_eq!(
+            Device::new(DeviceType::CUDA_MANAGED, 0).to_string(),
+            "cuda_managed:0"
+        );
+        assert_eq!(
+            Device::new(DeviceType(42), 3).to_string(),
+            "device_type(42):3"
+        );
     }
 }

@@ -224,7 +224,10 @@ impl DataType {
             allowed.contains(&self.bits)
         };
         if !bits_ok {
-            return Err(Error::UnsupportedBits { dtype: self, allowed });
+            return Err(Error::UnsupportedBits {
+                dtype: self,
+                allowed,
+            });
         }
         Ok(())
     }
@@ -234,7 +237,11 @@ impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let code = self.code;
         match code.name() {
-            None => write!(f, "dtype(code={}, bits={}, lanes={})", code.0, self.bits, self.lanes)?,
+            None => write!(
+                f,
+                "dtype(code={}, bits={}, lanes={})",
+                code.0, self.bits, self.lanes
+            )?,
             // bool and the small floats carry their width in their names already.
             Some(name) if code == DataTypeCode::BOOL && self.bits == 8 => f.write_str(name)?,
             Some(name) if code.0 >= DataTypeCode::FLOAT8_E3M4.0 => {
@@ -280,11 +287,23 @@ mod tests {
             (DataType::BF16, "bfloat16"),
             (DataType::C64, "complex64"),
             (DataType::F8_E5M2, "float8_e5m2"),
-            (DataType::new(DataTypeCode::FLOAT4_E2M1FN, 4, 2), "float4_e2m1fnx2"),
-            (DataType::new(DataTypeCode::FLOAT6_E3M2FN, 8, 1), "float6_e3m2fn(bits=8)"),
+            (
+                DataType::new(DataTypeCode::FLOAT4_E2M1FN, 4, 2),
+                "float4_e2m1fnx2",
+            ),
+            (
+                DataType::new(DataTypeCode::FLOAT6_E3M2FN, 8, 1),
+                "float6_e3m2fn(bits=8)",
+            ),
             (DataType::new(DataTypeCode::FLOAT, 32, 4), "float32x4"),
-            (DataType::new(DataTypeCode::OPAQUE_HANDLE, 64, 1), "opaque_handle64"),
-            (DataType::new(DataTypeCode(200), 8, 1), "dtype(code=200, bits=8, lanes=1)"),
+            (
+                DataType::new(DataTypeCode::OPAQUE_HANDLE, 64, 1),
+                "opaque_handle64",
+            ),
+            (
+                DataType::new(DataTypeCode(200), 8, 1),
+                "dtype(code=200, bits=8, lanes=1)",
+            ),
         ];
         for (dtype, name) in cases {
             assert_eq!(dtype.to_string(), name);
@@ -324,7 +343,10 @@ mod tests {
     #[test]
     fn element_size_follows_the_header_rule() {
         assert_eq!(DataType::F32.element_bytes(), 4);
-        assert_eq!(DataType::new(DataTypeCode::FLOAT, 32, 4).element_bytes(), 16);
+        assert_eq!(
+            DataType::new(DataTypeCode::FLOAT, 32, 4).element_bytes(),
+            16
+        );
         let fp4x2 = DataType::new(DataTypeCode::FLOAT4_E2M1FN, 4, 2);
         assert!(fp4x2.is_byte_sized());
         assert_eq!(fp4x2.element_bytes(), 1);

@@ -257,7 +257,7 @@ impl fmt::Display for Error {
                 Version::CURRENT
             ),
             Error::ZeroLanes { dtype } => {
-                write!(f, "dtype code {} has lanes = 0, expected at least 1", dtype.code)
+                write!(f, "dtype {} has lanes = 0, expected at least 1", dtype.code)
             }
             Error::UnsupportedBits { dtype, allowed } => {
                 let code = dtype.code;

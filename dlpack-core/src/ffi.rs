@@ -141,8 +141,9 @@ pub struct DLManagedTensorVersioned {
 }
 
 /// `SetError` callback of [`DLPackManagedTensorAllocator`]: `(error_ctx, kind, message)`.
-pub type DLPackSetError =
-    Option<unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char)>;
+pub type DLPackSetError = Option<
+    unsafe extern "C" fn(error_ctx: *mut c_void, kind: *const c_char, message: *const c_char),
+>;
 
 /// `DLPackManagedTensorAllocator`: allocate a tensor like `prototype` (only dtype, ndim, shape
 /// and device are read) in the producer's library. Returns 0, or -1 after calling `set_error`.
@@ -157,8 +158,9 @@ pub type DLPackManagedTensorAllocator = Option<
 
 /// `DLPackManagedTensorFromPyObjectNoSync`: export a Python object of the producer's type,
 /// without stream synchronisation. Returns 0, or -1 with a Python exception set.
-pub type DLPackManagedTensorFromPyObjectNoSync =
-    Option<unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> c_int>;
+pub type DLPackManagedTensorFromPyObjectNoSync = Option<
+    unsafe extern "C" fn(py_object: *mut c_void, out: *mut *mut DLManagedTensorVersioned) -> c_int,
+>;
 
 /// `DLPackDLTensorFromPyObjectNoSync`: describe a Python object in a caller-provided
 /// [`DLTensor`], valid only until control returns to Python. Returns 0, or -1 with a Python
@@ -169,13 +171,21 @@ pub type DLPackDLTensorFromPyObjectNoSync =
 /// `DLPackCurrentWorkStream`: the producer's current stream for a device (NULL for CPU).
 /// Returns 0, or -1 with a Python exception set.
 pub type DLPackCurrentWorkStream = Option<
-    unsafe extern "C" fn(device_type: DLDeviceType, device_id: i32, out_current_stream: *mut *mut c_void) -> c_int,
+    unsafe extern "C" fn(
+        device_type: DLDeviceType,
+        device_id: i32,
+        out_current_stream: *mut *mut c_void,
+    ) -> c_int,
 >;
 
 /// `DLPackManagedTensorToPyObjectNoSync`: wrap an owned tensor (ownership is taken) in a Python
 /// object of the producer's type. Returns 0, or -1 with a Python exception set.
-pub type DLPackManagedTensorToPyObjectNoSync =
-    Option<unsafe extern "C" fn(tensor: *mut DLManagedTensorVersioned, out_py_object: *mut *mut c_void) -> c_int>;
+pub type DLPackManagedTensorToPyObjectNoSync = Option<
+    unsafe extern "C" fn(
+        tensor: *mut DLManagedTensorVersioned,
+        out_py_object: *mut *mut c_void,
+    ) -> c_int,
+>;
 
 /// `DLPackExchangeAPIHeader`: the version-stable head of [`DLPackExchangeAPI`].
 #[repr(C)]

@@ -45,7 +45,11 @@ impl Flags {
     /// `self` with `other`'s bits set or cleared.
     #[must_use]
     pub const fn with(self, other: Flags, on: bool) -> Self {
-        if on { Flags(self.0 | other.0) } else { Flags(self.0 & !other.0) }
+        if on {
+            Flags(self.0 | other.0)
+        } else {
+            Flags(self.0 & !other.0)
+        }
     }
 }
 

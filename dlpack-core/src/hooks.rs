@@ -94,6 +94,13 @@ pub trait DeviceHooks: Send + Sync {
         Err(Error::NoHook { device })
     }
 
+    /// Blocks the calling host thread until the producer's pending work on `device` is done
+    /// (the protocol's [`SyncAction::Host`](crate::protocol::SyncAction::Host), used when device
+    /// data is handed to a CPU consumer).
+    fn wait_host(&self, device: Device) -> Result<(), Error> {
+        Err(Error::NoHook { device })
+    }
+
     /// Copies `dst.len()` bytes from device memory at `src` to the host.
     ///
     /// # Safety

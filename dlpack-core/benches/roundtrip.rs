@@ -1,0 +1,116 @@
+//! Export -> import -> typed view -> reclaim round trips against `Box::new`, and the strided
+//! gather against `copy_from_slice`.
+//!
+//! Run: `cargo bench -p dlpack-core --bench roundtrip`
+
+use divan::{Bencher, black_box};
+use dlpack_core::ManagedTensor;
+
+fn main() {
+    divan::main();
+}
+
+const SMALL: usize = 4; // 16 bytes of f32
+const LARGE: usize = 1 << 28; // 1 GiB of f32
+
+/// One full round trip: export a Vec<f32>, hand it out as a raw pointer, import (validate) it,
+/// make a typed view, then reclaim the Vec. Zero copy, so its cost must not depend on the size.
+#[divan::bench(args = [SMALL, LARGE], sample_count = 200)]
+fn round_trip(bencher: Bencher, len: usize) {
+    let mut vec = vec![1.0f32; len];
+    bencher.bench_local(|| {
+        let v = std::mem::take(&mut vec);
+        let raw = ManagedTensor::export(v).unwrap().into_raw().unwrap();
+        // SAFETY: `raw` was just exported and is owned here.
+        let t = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
+        let first = *t.view::<f32>().unwrap().get(&[0]).unwrap();
+        black_box(first);
+        vec = t.reclaim().unwrap();
+    });
+}
+
+/// The yardstick: one `Box::new` (and drop) of a block as large as the tensor.
+#[divan::bench(args = [SMALL, LARGE], sample_count = 200)]
+fn box_new(bencher: Bencher, len: usize) {
+    if len == SMALL {
+        bencher.bench_local(|| black_box(Box::new(black_box([1.0f32; SMALL]))));
+    } else {
+        bencher.bench_local(|| black_box(vec![0.0f32; len].into_boxed_slice()));
+    }
+}
+
+const SIDE: usize = 4096; // 4096 x 4096 f32 = 64 MiB
+
+mod copy_out {
+    use super::*;
+    use dlpack_core::{DataType, Device, Export, ExportDesc};
+
+    /// A 2-d view of a Vec with chosen strides (row-major or transposed).
+    struct Strided {
+        data: Vec<f32>,
+        shape: [i64; 2],
+        strides: [i64; 2],
+        offset: u64,
+    }
+
+    // SAFETY: the shapes and strides used below stay inside the Vec's buffer.
+    unsafe impl Export for Strided {
+        fn ndim(&self) -> usize {
+            2
+        }
+        fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+            shape.copy_from_slice(&self.shape);
+            strides.copy_from_slice(&self.strides);
+            ExportDesc {
+                data: self.data.as_mut_ptr().cast(),
+                byte_offset: self.offset,
+                dtype: DataType::F32,
+                device: Device::CPU,
+                flags: Default::default(),
+            }
+        }
+    }
+
+    fn tensor(strides: [i64; 2], offset: u64) -> ManagedTensor {
+        let data: Vec<f32> = (0..SIDE * SIDE).map(|i| i as f32).collect();
+        let s = SIDE as i64;
+        ManagedTensor::export(Strided {
+            data,
+            shape: [s, s],
+            strides,
+            offset,
+        })
+        .unwrap()
+    }
+
+    /// The yardstick: `copy_from_slice` of 64 MiB into an existing buffer.
+    #[divan::bench(sample_count = 30)]
+    fn memcpy(bencher: Bencher) {
+        let src: Vec<f32> = (0..SIDE * SIDE).map(|i| i as f32).collect();
+        let mut dst = vec![0.0f32; SIDE * SIDE];
+        bencher.bench_local(|| dst.copy_from_slice(black_box(&src)));
+    }
+
+    #[divan::bench(sample_count = 30)]
+    fn contiguous(bencher: Bencher) {
+        let t = tensor([SIDE as i64, 1], 0);
+        let mut dst = vec![0.0f32; SIDE * SIDE];
+        bencher.bench_local(|| t.view::<f32>().unwrap().copy_to_slice(&mut dst).unwrap());
+    }
+
+    #[divan::bench(sample_count = 30)]
+    fn transposed(bencher: Bencher) {
+        let t = tensor([1, SIDE as i64], 0);
+        let mut dst = vec![0.0f32; SIDE * SIDE];
+        bencher.bench_local(|| t.view::<f32>().unwrap().copy_to_slice(&mut dst).unwrap());
+    }
+
+    #[divan::bench(sample_count = 30)]
+    fn negative_rows(bencher: Bencher) {
+        // Rows in reverse order: a[::-1, :].
+        let last_row = ((SIDE - 1) * SIDE * 4) as u64;
+        let t = tensor([-(SIDE as i64), 1], last_row);
+        let mut dst = vec![0.0f32; SIDE * SIDE];
+        bencher.bench_local(|| t.view::<f32>().unwrap().copy_to_slice(&mut dst).unwrap());
+    }
+}

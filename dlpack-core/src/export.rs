@@ -1,0 +1,390 @@
+//! Export: moving a producer value into a DLPack managed tensor with one allocation.
+//!
+//! A producer implements [`Export`]. [`ManagedTensor::export`](crate::ManagedTensor::export)
+//! then allocates one heap block that holds, in this order, the `DLManagedTensorVersioned` (or
+//! legacy `DLManagedTensor`) header, a pointer to a static table for this producer type, the
+//! producer itself, and the `i64` shape and strides arrays. The header's deleter drops the
+//! producer and frees exactly that block. Nothing else is allocated, whatever the tensor's size.
+//!
+//! Because the block records the producer's type, a tensor that comes back to this crate can
+//! give its producer back without a copy ([`ManagedTensor::reclaim`](crate::ManagedTensor::reclaim)).
+
+use core::alloc::Layout;
+use core::any::TypeId;
+use core::ffi::c_void;
+use core::mem::ManuallyDrop;
+use core::ptr::{self, NonNull};
+use std::sync::Arc;
+
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
+use crate::{DataType, Device, Element, Error, Flags, Version};
+
+/// What a producer says about its tensor, besides shape and strides.
+#[derive(Clone, Copy, Debug)]
+pub struct ExportDesc {
+    /// The data pointer (`DLTensor::data`). May be NULL only if the tensor has no elements.
+    pub data: *mut c_void,
+    /// Bytes from `data` to the first element.
+    pub byte_offset: u64,
+    /// The element type.
+    pub dtype: DataType,
+    /// Where the memory lives.
+    pub device: Device,
+    /// [`Flags::READ_ONLY`], [`Flags::IS_COPIED`], [`Flags::IS_SUBBYTE_TYPE_PADDED`].
+    pub flags: Flags,
+}
+
+impl ExportDesc {
+    /// A description of writable host memory holding `T`s at `data`.
+    pub fn host<T: Element>(data: *mut T) -> Self {
+        ExportDesc {
+            data: data.cast(),
+            byte_offset: 0,
+            dtype: T::DTYPE,
+            device: Device::CPU,
+            flags: Flags::empty(),
+        }
+    }
+
+    /// The same description, read-only.
+    #[must_use]
+    pub fn read_only(mut self) -> Self {
+        self.flags |= Flags::READ_ONLY;
+        self
+    }
+}
+
+/// A value that owns (or shares) tensor memory and can hand it to DLPack consumers.
+///
+/// The export constructor moves the value into the managed tensor's heap block, then calls
+/// [`Export::describe`] on it there: the value does not move again until the consumer calls the
+/// deleter (or the tensor is reclaimed), so a producer may describe memory it holds inline.
+///
+/// ```
+/// use dlpack_core::{Device, Element, Export, ExportDesc, ManagedTensor};
+///
+/// /// A 2-d row-major matrix.
+/// struct Matrix { rows: usize, cols: usize, data: Vec<f32> }
+///
+/// // SAFETY: `describe` reports the Vec's own buffer, which holds rows * cols initialised f32s,
+/// // is valid for reads and writes, and neither moves nor is freed while `self` is alive.
+/// unsafe impl Export for Matrix {
+///     fn ndim(&self) -> usize { 2 }
+///     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+///         shape.copy_from_slice(&[self.rows as i64, self.cols as i64]);
+///         strides.copy_from_slice(&[self.cols as i64, 1]);
+///         ExportDesc::host(self.data.as_mut_ptr())
+///     }
+/// }
+///
+/// let m = Matrix { rows: 2, cols: 3, data: vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0] };
+/// let data = m.data.as_ptr();
+/// let tensor = ManagedTensor::export(m)?;
+/// assert_eq!(tensor.shape(), &[2, 3]);
+/// let view = tensor.view::<f32>()?;
+/// assert_eq!(view.as_ptr(), data); // zero copy
+/// assert_eq!(view.get(&[1, 2]), Some(&5.0));
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Safety
+///
+/// Consumers, including this crate's safe views, read (and unless [`Flags::READ_ONLY`] is set,
+/// write) the memory that [`Export::describe`] reports. An implementation must guarantee:
+/// - `describe` writes exactly `ndim()` sizes and strides (in elements) into the slices it is
+///   given, and `ndim()` returns the same value every time;
+/// - every element the description reaches (`data + byte_offset + sum(i_k * strides[k]) *
+///   element size` for in-bounds indices) lies in one allocation that holds initialised values of
+///   `dtype` on `device`, stays valid and in place until `self` is dropped, and is not accessed by
+///   anyone else meanwhile except through this tensor (shared read-only access is fine when the
+///   description is read-only);
+/// - unless the description is read-only, that memory is valid for writes.
+pub unsafe trait Export: Send + 'static {
+    /// The number of dimensions; called once, before the value moves into the tensor.
+    fn ndim(&self) -> usize;
+
+    /// Describes the tensor, writing `ndim()` sizes into `shape` and `ndim()` strides (in
+    /// elements) into `strides`. Called once, on the value at its final address.
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc;
+}
+
+/// Converts a length to an `i64` dimension (any Rust allocation's length fits).
+fn dim(len: usize) -> i64 {
+    i64::try_from(len).unwrap_or(i64::MAX)
+}
+
+// SAFETY: the Vec's buffer holds `len` initialised `T`s, is valid for reads and writes, and is
+// neither moved nor freed while the Vec is alive (moving the Vec value does not move its buffer).
+unsafe impl<T: Element> Export for Vec<T> {
+    fn ndim(&self) -> usize {
+        1
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape[0] = dim(self.len());
+        strides[0] = 1;
+        ExportDesc::host(self.as_mut_ptr())
+    }
+}
+
+// SAFETY: as for Vec: the boxed slice's buffer is initialised, writable and stays in place.
+unsafe impl<T: Element> Export for Box<[T]> {
+    fn ndim(&self) -> usize {
+        1
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape[0] = dim(self.len());
+        strides[0] = 1;
+        ExportDesc::host(self.as_mut_ptr())
+    }
+}
+
+// SAFETY: the Arc's slice is initialised and stays in place while this Arc is alive. Other Arcs
+// may read it concurrently, so the description is read-only and no one writes through it.
+unsafe impl<T: Element> Export for Arc<[T]> {
+    fn ndim(&self) -> usize {
+        1
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape[0] = dim(self.len());
+        strides[0] = 1;
+        ExportDesc::host(self.as_ptr().cast_mut()).read_only()
+    }
+}
+
+/// The two managed headers a block can start with.
+pub(crate) trait Header: Sized + 'static {
+    /// Writes the header of a fresh block.
+    ///
+    /// # Safety
+    /// `this` is valid for writes of `Self`.
+    unsafe fn init(this: *mut Self, tensor: DLTensor, flags: Flags) -> Result<(), Error>;
+}
+
+impl Header for DLManagedTensorVersioned {
+    unsafe fn init(this: *mut Self, tensor: DLTensor, flags: Flags) -> Result<(), Error> {
+        let header = DLManagedTensorVersioned {
+            version: Version::CURRENT,
+            manager_ctx: block_tag(),
+            deleter: Some(delete_versioned),
+            flags: flags.0,
+            dl_tensor: tensor,
+        };
+        // SAFETY: the caller guarantees `this` is valid for writes.
+        unsafe { this.write(header) };
+        Ok(())
+    }
+}
+
+impl Header for DLManagedTensor {
+    unsafe fn init(this: *mut Self, tensor: DLTensor, flags: Flags) -> Result<(), Error> {
+        if flags.contains(Flags::READ_ONLY) {
+            return Err(Error::LegacyReadOnly);
+        }
+        if flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED) {
+            return Err(Error::Protocol {
+                kind: crate::PyErrorKind::BufferError,
+                message: "a padded sub-byte tensor cannot be exported as a legacy DLManagedTensor, which has no flag to say it is padded".into(),
+            });
+        }
+        let header = DLManagedTensor {
+            dl_tensor: tensor,
+            manager_ctx: block_tag(),
+            deleter: Some(delete_legacy),
+        };
+        // SAFETY: the caller guarantees `this` is valid for writes.
+        unsafe { this.write(header) };
+        Ok(())
+    }
+}
+
+/// What every block of a given header type starts with, whatever its producer type.
+#[repr(C)]
+pub(crate) struct Prefix<H> {
+    header: H,
+    vtable: &'static VTable,
+    ndim: usize,
+}
+
+/// A whole block. `repr(C)` puts `prefix` first, so a pointer to the block is a pointer to its
+/// header and to its prefix; the shape and strides arrays follow the struct.
+#[repr(C)]
+struct Block<H, P> {
+    prefix: Prefix<H>,
+    producer: ManuallyDrop<P>,
+}
+
+/// Per-(header, producer) facts a block needs once its static type is forgotten.
+pub(crate) struct VTable {
+    /// `TypeId::of::<P>`.
+    type_id: fn() -> TypeId,
+    /// Frees a block, dropping the producer first if asked.
+    release: unsafe fn(block: *mut u8, drop_producer: bool),
+}
+
+impl<H: Header, P: Export> Block<H, P> {
+    const VTABLE: VTable = VTable {
+        type_id: TypeId::of::<P>,
+        release: release::<H, P>,
+    };
+
+    /// The block's layout for `ndim` dimensions and the byte offset of its shape array.
+    fn layout(ndim: usize) -> Result<(Layout, usize), Error> {
+        let overflow = || Error::Overflow {
+            what: format!("the export block for {ndim} dimensions is too large"),
+        };
+        let arrays = ndim.checked_mul(2).ok_or_else(overflow)?;
+        let arrays = Layout::array::<i64>(arrays).map_err(|_| overflow())?;
+        let (layout, offset) = Layout::new::<Self>()
+            .extend(arrays)
+            .map_err(|_| overflow())?;
+        Ok((layout.pad_to_align(), offset))
+    }
+}
+
+/// Drops (if asked) the producer of a block made by [`export`] and frees the block.
+///
+/// # Safety
+/// `block` was returned by `export::<H, P>` (same `H` and `P`), has not been released, and
+/// `drop_producer` is false only if the caller has moved the producer out.
+unsafe fn release<H: Header, P: Export>(block: *mut u8, drop_producer: bool) {
+    let block = block.cast::<Block<H, P>>();
+    // SAFETY: the block is live and was fully initialised by `export`; `ndim` is never written
+    // after that.
+    let ndim = unsafe { (*block).prefix.ndim };
+    if drop_producer {
+        // SAFETY: the producer was initialised by `export` and not dropped or moved out (the
+        // caller says so), and nothing references it any more.
+        unsafe { ManuallyDrop::drop(&mut (*block).producer) };
+    }
+    // `export` computed the same layout successfully for this `ndim`.
+    if let Ok((layout, _)) = Block::<H, P>::layout(ndim) {
+        // SAFETY: the block was allocated by the global allocator with exactly this layout.
+        unsafe { std::alloc::dealloc(block.cast(), layout) };
+    }
+}
+
+/// Moves `producer` into a new block with header `H`.
+pub(crate) fn export<H: Header, P: Export>(producer: P) -> Result<NonNull<H>, Error> {
+    let ndim = producer.ndim();
+    if ndim > crate::MAX_NDIM || i32::try_from(ndim).is_err() {
+        return Err(Error::BadNdim {
+            ndim: i64::try_from(ndim).unwrap_or(i64::MAX),
+        });
+    }
+    let (layout, arrays_offset) = Block::<H, P>::layout(ndim)?;
+    // SAFETY: the layout's size is non-zero (the header alone is not empty).
+    let raw = unsafe { std::alloc::alloc(layout) };
+    if raw.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    let block = raw.cast::<Block<H, P>>();
+    // SAFETY: `raw` is a fresh allocation of `layout`, which starts with a `Block<H, P>` and has
+    // room for 2 * ndim i64s at `arrays_offset` (aligned for i64 by `Layout::extend`). The writes
+    // below initialise the prefix's tail fields, the producer and the arrays; the header is
+    // written last by `H::init`.
+    let (shape, strides) = unsafe {
+        ptr::addr_of_mut!((*block).prefix.vtable).write(&Block::<H, P>::VTABLE);
+        ptr::addr_of_mut!((*block).prefix.ndim).write(ndim);
+        ptr::addr_of_mut!((*block).producer).write(ManuallyDrop::new(producer));
+        let shape = raw.add(arrays_offset).cast::<i64>();
+        ptr::write_bytes(shape, 0, 2 * ndim);
+        (shape, shape.add(ndim))
+    };
+    // SAFETY: the producer is initialised and nothing else references it; the two arrays are
+    // initialised, disjoint, and disjoint from the producer. The references end with this call.
+    let desc = unsafe {
+        let producer: &mut P = &mut (*block).producer;
+        producer.describe(
+            core::slice::from_raw_parts_mut(shape, ndim),
+            core::slice::from_raw_parts_mut(strides, ndim),
+        )
+    };
+    let tensor = DLTensor {
+        data: desc.data,
+        device: desc.device,
+        // Checked above: ndim fits in i32.
+        ndim: ndim as i32,
+        dtype: desc.dtype,
+        shape,
+        strides,
+        byte_offset: desc.byte_offset,
+    };
+    // SAFETY: `block` is a live allocation; this only computes a field address.
+    let header = unsafe { ptr::addr_of_mut!((*block).prefix.header) };
+    // SAFETY: `header` is the first field of a live, exclusively owned block, valid for writes.
+    if let Err(e) = unsafe { H::init(header, tensor, desc.flags) } {
+        // SAFETY: the block came from `export::<H, P>` and its producer is still inside.
+        unsafe { release::<H, P>(raw, true) };
+        return Err(e);
+    }
+    // SAFETY: `raw` is non-null (checked after allocating) and `header` is at offset 0.
+    Ok(unsafe { NonNull::new_unchecked(header) })
+}
+
+/// The deleter of every versioned block this crate exports.
+///
+/// # Safety
+/// `tensor` is NULL or was exported by this crate as a versioned block and not deleted yet.
+pub(crate) unsafe extern "C" fn delete_versioned(tensor: *mut DLManagedTensorVersioned) {
+    // SAFETY: forwarded contract.
+    unsafe { delete_block(tensor) }
+}
+
+/// The deleter of every legacy block this crate exports.
+///
+/// # Safety
+/// `tensor` is NULL or was exported by this crate as a legacy block and not deleted yet.
+pub(crate) unsafe extern "C" fn delete_legacy(tensor: *mut DLManagedTensor) {
+    // SAFETY: forwarded contract.
+    unsafe { delete_block(tensor) }
+}
+
+/// # Safety
+/// `header` is NULL or the header of a live block of header type `H` made by [`export`].
+unsafe fn delete_block<H>(header: *mut H) {
+    if header.is_null() {
+        return;
+    }
+    // SAFETY: a block starts with its `Prefix<H>` (repr(C), first field), fully initialised.
+    let vtable = unsafe { (*header.cast::<Prefix<H>>()).vtable };
+    // SAFETY: the vtable was written by `export` for this block's own (H, P), the block is live,
+    // and its producer is still inside.
+    unsafe { (vtable.release)(header.cast(), true) }
+}
+
+/// If `header` is a live block of header type `H` made by [`export`] whose producer has type
+/// `P`, moves the producer out and frees the block; otherwise returns `None` and touches nothing.
+///
+/// # Safety
+/// `header` is the header of a live block made by [`export`] with header type `H` (the caller
+/// checked [`is_ours`] on its `manager_ctx`, which only such blocks carry).
+pub(crate) unsafe fn take_producer<H: Header, P: Export>(header: NonNull<H>) -> Option<P> {
+    let prefix = header.as_ptr().cast::<Prefix<H>>();
+    // SAFETY: the caller guarantees this is one of our blocks, which starts with a Prefix<H>.
+    let vtable = unsafe { (*prefix).vtable };
+    if (vtable.type_id)() != TypeId::of::<P>() {
+        return None;
+    }
+    let block = header.as_ptr().cast::<Block<H, P>>();
+    // SAFETY: the TypeId matches, so the block is a `Block<H, P>` whose producer is initialised;
+    // reading it moves it out, and the release below does not drop it again.
+    let producer = unsafe { ManuallyDrop::into_inner(ptr::read(ptr::addr_of!((*block).producer))) };
+    // SAFETY: the block is live, of this type, and its producer has been moved out.
+    unsafe { release::<H, P>(block.cast(), false) };
+    Some(producer)
+}
+
+/// The `manager_ctx` of every block this crate exports. A static has one address for the whole
+/// program (unlike a function, whose address Rust does not promise to be unique or stable), so
+/// comparing with it reliably tells this crate's blocks from foreign tensors.
+static BLOCK_TAG: u8 = 0;
+
+/// The `manager_ctx` value that marks a block made by [`export`].
+fn block_tag() -> *mut c_void {
+    ptr::addr_of!(BLOCK_TAG).cast_mut().cast()
+}
+
+/// Whether a managed tensor's `manager_ctx` marks it as a block made by [`export`].
+pub(crate) fn is_ours(manager_ctx: *mut c_void) -> bool {
+    manager_ctx == block_tag()
+}

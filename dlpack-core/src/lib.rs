@@ -1,0 +1,94 @@
+//! The DLPack 1.3 ABI for Rust: export any tensor memory in one allocation, import foreign
+//! tensors through a validator that no malformed input gets past, and read them through typed,
+//! bounds-checked views.
+//!
+//! DLPack is the zero-copy tensor exchange ABI of PyTorch, NumPy, JAX, CuPy, dpnp and TVM. This
+//! crate is the base of the workspace: the adapters (ndarray, nalgebra, candle), the device
+//! crates (CUDA, oneAPI) and the Python layer all move tensors through the types here.
+//!
+//! ```
+//! use dlpack_core::{DataType, Device, ManagedTensor};
+//!
+//! // Export: the Vec moves into the managed tensor. One heap block, no copy of the data.
+//! let data: Vec<f32> = (0..6).map(|i| i as f32).collect();
+//! let address = data.as_ptr();
+//! let raw = ManagedTensor::export(data)?.into_raw()?; // a DLManagedTensorVersioned* for C
+//!
+//! // Import: validation runs once, here. A malformed tensor is an error, and deleted.
+//! // SAFETY: `raw` is a live tensor that we own.
+//! let tensor = unsafe { ManagedTensor::from_raw(raw)? };
+//! assert_eq!((tensor.device(), tensor.dtype()), (Device::CPU, DataType::F32));
+//!
+//! // View: typed, bounds-checked, on the very same memory.
+//! let view = tensor.view::<f32>()?;
+//! assert_eq!(view.as_ptr(), address);
+//! assert_eq!(view.get(&[5]), Some(&5.0));
+//!
+//! // Reclaim: the original Vec comes back, still without a copy.
+//! let data: Vec<f32> = tensor.reclaim().expect("exported from a Vec<f32>");
+//! assert_eq!(data.as_ptr(), address);
+//! # Ok::<(), dlpack_core::Error>(())
+//! ```
+//!
+//! # Map of the crate
+//!
+//! - [`ffi`]: `#[repr(C)]` mirrors of every type of `dlpack.h` 1.3, layout-checked at compile
+//!   time and against the real header in the test suite.
+//! - Value types: [`Device`] / [`DeviceType`], [`DataType`] / [`DataTypeCode`], [`Flags`],
+//!   [`Version`]. Device types and dtype codes are integer newtypes, never Rust enums, since
+//!   foreign memory may hold values this crate has not heard of.
+//! - [`Element`]: the Rust scalar types a view can hold.
+//! - Export: [`Export`] (what a producer implements), [`ManagedTensor::export`] and
+//!   [`ManagedTensor::export_legacy`].
+//! - Import: [`ManagedTensor::from_raw`], [`ManagedTensor::from_raw_legacy`] and
+//!   [`BorrowedTensor`]; all dereference to [`CheckedTensor`], whose docs list every check.
+//! - Views and copies: [`TensorView`], [`TensorViewMut`], [`CheckedTensor::to_vec`].
+//! - [`hooks`]: what device crates implement so that device claims can be checked.
+//! - [`protocol`]: the Python `__dlpack__` protocol's decisions in plain Rust.
+//!
+//! # Features
+//!
+//! | feature | adds |
+//! |---|---|
+//! | `half` | [`Element`] for `half::f16` and `half::bf16` |
+//! | `num-complex` | [`Element`] for `Complex<f32>` (complex64) and `Complex<f64>` (complex128) |
+//! | `float8` | [`Element`] for `float8::F8E4M3` (float8_e4m3fn, code 10) and `F8E5M2` (code 12) |
+//!
+//! # Safety model
+//!
+//! Everything that trusts a foreign pointer is an `unsafe fn` whose `# Safety` section says
+//! what the caller vouches for: that the pointers point to what the fields describe. Everything
+//! that can be checked from the fields themselves is checked, once, with checked arithmetic:
+//! a tensor that passes is safe to view, and one that does not is deleted exactly once and
+//! reported with an [`Error`] that names the field, the value found and what was expected.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod ffi;
+
+mod copy;
+mod device;
+mod dtype;
+mod element;
+mod error;
+mod export;
+mod flags;
+pub mod hooks;
+pub mod protocol;
+mod tensor;
+mod version;
+mod view;
+
+pub use device::{Device, DeviceType};
+pub use dtype::{DataType, DataTypeCode};
+pub use element::Element;
+pub use error::{Error, PyErrorKind};
+pub use export::{Export, ExportDesc};
+pub use flags::Flags;
+pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};
+pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
+pub use version::Version;
+pub use view::{TensorView, TensorViewMut};
+
+/// The largest `ndim` an imported tensor may have. NumPy allows 64 dimensions, PyTorch 25;
+/// this bound keeps a corrupt `ndim` from making the importer read far past a shape array.
+pub const MAX_NDIM: usize = 1024;

@@ -1,0 +1,900 @@
+//! Import: [`ManagedTensor`], the owner of a managed DLPack tensor, and [`CheckedTensor`], the
+//! validated description every view is made from.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
+use core::ptr::NonNull;
+
+use crate::export::{self, Export};
+use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
+use crate::view::{TensorView, TensorViewMut};
+use crate::{DataType, Device, DeviceHooks, Element, Error, Flags, PointerInfo, Version};
+
+/// The bytes a validated tensor can reach.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Span {
+    /// Address of the lowest reachable byte.
+    pub(crate) start: usize,
+    /// One past the highest reachable byte (`start` for a tensor without elements).
+    pub(crate) end: usize,
+}
+
+/// A DLPack tensor whose fields passed validation: the one thing views are made from.
+///
+/// You get a `&CheckedTensor` from a [`ManagedTensor`] or a [`BorrowedTensor`] (both dereference
+/// to it). Validation ran once, when that owner was made; every accessor here is cheap.
+///
+/// What was checked: `ndim` in `0..=MAX_NDIM`; shape present (unless `ndim == 0`), aligned and
+/// non-negative; strides present and aligned, or NULL where DLPack allows it (then compact
+/// row-major strides are used); a known dtype with a width DLPack defines; unknown flag bits
+/// refused; data non-NULL unless the tensor is empty; every reachable byte address computed with
+/// checked arithmetic, fitting the address space and spanning at most `isize::MAX` bytes. Typed
+/// access additionally checks the dtype, the device, alignment and (for `bool`) every value.
+pub struct CheckedTensor {
+    tensor: NonNull<DLTensor>,
+    version: Version,
+    flags: Flags,
+    elements: usize,
+    span: Span,
+    /// Compact row-major strides, when the producer sent NULL.
+    own_strides: Option<Box<[i64]>>,
+    /// Whether views may read the memory in place.
+    host_accessible: bool,
+}
+
+impl CheckedTensor {
+    /// Validates a `DLTensor`.
+    ///
+    /// # Safety
+    /// `tensor` points to a `DLTensor` that stays valid and unmodified while the result lives,
+    /// whose `shape` and `strides` (when not NULL) point to `ndim` readable `i64`s (for any
+    /// `ndim` in `0..=MAX_NDIM`), and whose data (when the tensor has elements) is an allocation
+    /// holding every element the fields describe.
+    pub(crate) unsafe fn new(
+        tensor: NonNull<DLTensor>,
+        version: Version,
+        flags: Flags,
+    ) -> Result<Self, Error> {
+        // SAFETY: the caller guarantees `tensor` is valid for reads.
+        let t = unsafe { tensor.as_ref() };
+        if flags.unknown_bits() != 0 {
+            return Err(Error::UnknownFlags { flags });
+        }
+        let ndim = usize::try_from(t.ndim)
+            .ok()
+            .filter(|&n| n <= crate::MAX_NDIM)
+            .ok_or(Error::BadNdim {
+                ndim: t.ndim.into(),
+            })?;
+        t.dtype.validate()?;
+        // SAFETY: the caller guarantees shape points to ndim i64s when not NULL.
+        let shape = unsafe { read_array(t.shape, ndim, "shape")? };
+        if let Some((axis, &value)) = shape.iter().enumerate().find(|(_, d)| **d < 0) {
+            return Err(Error::NegativeDim { axis, value });
+        }
+        let own_strides = if t.strides.is_null() && ndim > 0 {
+            if !version.allows_null_strides() {
+                return Err(Error::NullStrides { ndim, version });
+            }
+            Some(row_major_strides(shape)?)
+        } else {
+            None
+        };
+        let strides = match &own_strides {
+            Some(s) => s,
+            // SAFETY: as for shape.
+            None => unsafe { read_array(t.strides, ndim, "strides")? },
+        };
+        let elements = element_count(shape)?;
+        let span = if elements == 0 {
+            let start = t.data.addr();
+            Span { start, end: start }
+        } else {
+            if t.data.is_null() {
+                return Err(Error::NullData {
+                    elements: elements as u128,
+                });
+            }
+            reach(t, shape, strides, flags)?
+        };
+        Ok(CheckedTensor {
+            tensor,
+            version,
+            flags,
+            elements,
+            span,
+            own_strides,
+            host_accessible: t.device.device_type.is_host_accessible(),
+        })
+    }
+
+    fn raw(&self) -> &DLTensor {
+        // SAFETY: `new`'s caller guaranteed the DLTensor outlives `self` unmodified.
+        unsafe { self.tensor.as_ref() }
+    }
+
+    /// The raw `DLTensor`, for passing on to C. Do not modify it.
+    pub fn as_dl_tensor(&self) -> &DLTensor {
+        self.raw()
+    }
+
+    /// The DLPack version the producer wrote (`0.0` for a legacy tensor, which has none).
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    /// The flags (legacy tensors have none, see [`ManagedTensor::from_raw_legacy`]).
+    pub fn flags(&self) -> Flags {
+        self.flags
+    }
+
+    /// Whether the producer forbids writes.
+    pub fn is_read_only(&self) -> bool {
+        self.flags.contains(Flags::READ_ONLY)
+    }
+
+    /// The device the tensor claims to live on.
+    pub fn device(&self) -> Device {
+        self.raw().device
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DataType {
+        self.raw().dtype
+    }
+
+    /// The number of dimensions.
+    pub fn ndim(&self) -> usize {
+        // Validated: 0..=MAX_NDIM.
+        self.raw().ndim as usize
+    }
+
+    /// The shape (every size is >= 0).
+    pub fn shape(&self) -> &[i64] {
+        // SAFETY: validated in `new`: non-NULL and aligned when ndim > 0, valid while self lives.
+        unsafe { read_array(self.raw().shape, self.ndim(), "shape").unwrap_or(&[]) }
+    }
+
+    /// The strides in elements; compact row-major ones when the producer sent NULL.
+    pub fn strides(&self) -> &[i64] {
+        match &self.own_strides {
+            Some(s) => s,
+            // SAFETY: as for `shape`.
+            None => unsafe {
+                read_array(self.raw().strides, self.ndim(), "strides").unwrap_or(&[])
+            },
+        }
+    }
+
+    /// The data pointer as the producer sent it (the first element is at `byte_offset` from it).
+    pub fn data_ptr(&self) -> *mut core::ffi::c_void {
+        self.raw().data
+    }
+
+    /// Bytes from [`CheckedTensor::data_ptr`] to the first element.
+    pub fn byte_offset(&self) -> u64 {
+        self.raw().byte_offset
+    }
+
+    /// The number of elements (the product of the shape).
+    pub fn len(&self) -> usize {
+        self.elements
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.elements == 0
+    }
+
+    /// The address range of every byte the tensor can reach (empty when it has no elements).
+    pub fn byte_span(&self) -> core::ops::Range<usize> {
+        self.span.start..self.span.end
+    }
+
+    /// Whether the strides are the compact row-major ones for the shape (size-1 axes ignored).
+    pub fn is_row_major_contiguous(&self) -> bool {
+        is_row_major(self.shape(), self.strides())
+    }
+
+    /// Whether the host can read the memory in place: the device type is CPU, CUDA/ROCm pinned
+    /// or CUDA managed memory, or a device hook said so in [`ManagedTensor::verify_device`].
+    pub fn is_host_accessible(&self) -> bool {
+        self.host_accessible
+    }
+
+    /// A typed read-only view.
+    ///
+    /// Fails if `T`'s dtype is not the tensor's, the host cannot read the memory, the first
+    /// element is not aligned for `T`, or (for `bool`) an element is neither 0 nor 1.
+    pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>, Error> {
+        let base = self.typed_base::<T>()?;
+        // SAFETY: `typed_base` checked dtype, host access and alignment; validation in `new`
+        // established that every reachable element lies in the producer's allocation, which
+        // stays valid and unmodified (except through this tensor) while `self` is borrowed.
+        unsafe { TensorView::new(base, self.shape(), self.strides(), self.elements) }
+    }
+
+    /// Copies the elements into a new row-major `Vec` (the strided gather; a single `memcpy` for
+    /// contiguous data).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, Error> {
+        Ok(self.view::<T>()?.to_vec())
+    }
+
+    /// Copies the elements into a new row-major `Vec`, through `hooks` when the memory is not
+    /// host-accessible (device memory is copied to the host as one block, then gathered).
+    pub fn to_host_vec<T: Element>(&self, hooks: &dyn DeviceHooks) -> Result<Vec<T>, Error> {
+        if self.host_accessible {
+            return self.to_vec();
+        }
+        self.check_dtype::<T>()?;
+        let device = self.device();
+        if !hooks.handles(device.device_type) {
+            return Err(Error::NoHook { device });
+        }
+        if self.elements == 0 {
+            return Ok(Vec::new());
+        }
+        let first = self.first_element_address()?;
+        if !first.is_multiple_of(core::mem::align_of::<T>()) {
+            return Err(Error::Misaligned {
+                address: first,
+                align: core::mem::align_of::<T>(),
+            });
+        }
+        let size = core::mem::size_of::<T>();
+        let count = (self.span.end - self.span.start) / size;
+        let mut staging: Vec<core::mem::MaybeUninit<T>> = Vec::with_capacity(count);
+        // SAFETY: the capacity is `count` elements; zero bytes are written before the buffer is
+        // seen as bytes, so the `&mut [u8]` below covers initialised memory.
+        let bytes = unsafe {
+            core::ptr::write_bytes(staging.as_mut_ptr(), 0, count);
+            core::slice::from_raw_parts_mut(staging.as_mut_ptr().cast::<u8>(), count * size)
+        };
+        // SAFETY: validation established that span.start..span.end is the tensor's reachable
+        // memory on `device`, which stays valid while `self` is borrowed.
+        unsafe { hooks.copy_to_host(device, self.span.start, bytes)? };
+        // SAFETY: `count` elements were initialised (zeroed, then overwritten by the copy).
+        unsafe { staging.set_len(count) };
+        // Element offsets relative to the first element; the first element sits at
+        // `first - span.start` bytes into the staging buffer, a multiple of `size`.
+        let base_index = (first - self.span.start) / size;
+        let base = staging.as_ptr().cast::<T>().wrapping_add(base_index);
+        // SAFETY: the staging buffer is an aligned host copy of the whole span, so every element
+        // offset from `base` that validation allowed lies inside it; bool values are checked by
+        // `TensorView::new`.
+        let view = unsafe { TensorView::new(base, self.shape(), self.strides(), self.elements)? };
+        Ok(view.to_vec())
+    }
+
+    fn check_dtype<T: Element>(&self) -> Result<(), Error> {
+        if self.dtype() != T::DTYPE {
+            return Err(Error::DataTypeMismatch {
+                found: self.dtype(),
+                expected: T::DTYPE,
+            });
+        }
+        Ok(())
+    }
+
+    fn first_element_address(&self) -> Result<usize, Error> {
+        let t = self.raw();
+        (t.data.addr())
+            .checked_add(usize::try_from(t.byte_offset).unwrap_or(usize::MAX))
+            .ok_or_else(|| Error::Overflow {
+                what: "data + byte_offset".into(),
+            })
+    }
+
+    /// The first element as a `*const T`, after the checks every typed view needs.
+    fn typed_base<T: Element>(&self) -> Result<*const T, Error> {
+        self.check_dtype::<T>()?;
+        if !self.host_accessible {
+            return Err(Error::NotHostAccessible {
+                device: self.device(),
+            });
+        }
+        if self.elements == 0 {
+            return Ok(NonNull::<T>::dangling().as_ptr());
+        }
+        let address = self.first_element_address()?;
+        if !address.is_multiple_of(core::mem::align_of::<T>()) {
+            return Err(Error::Misaligned {
+                address,
+                align: core::mem::align_of::<T>(),
+            });
+        }
+        // Validation checked that data + byte_offset does not overflow and lies in the span.
+        Ok(self
+            .raw()
+            .data
+            .cast::<u8>()
+            .wrapping_add(self.raw().byte_offset as usize)
+            .cast::<T>())
+    }
+
+    /// A typed mutable view; the caller holds the owner exclusively.
+    fn view_mut<T: Element>(&self) -> Result<TensorViewMut<'_, T>, Error> {
+        if self.is_read_only() {
+            return Err(Error::ReadOnly);
+        }
+        if !strides_are_disjoint(self.shape(), self.strides()) {
+            return Err(Error::OverlappingStrides {
+                shape: self.shape().to_vec(),
+                strides: self.strides().to_vec(),
+            });
+        }
+        let base = self.typed_base::<T>()?.cast_mut();
+        // SAFETY: as for `view`, plus: the tensor is writable (not READ_ONLY, and its producer
+        // promised writable memory), no two indices share memory, and the caller borrows the
+        // owner mutably for the view's lifetime, so no other view of this tensor exists.
+        unsafe { TensorViewMut::new(base, self.shape(), self.strides(), self.elements) }
+    }
+
+    fn verify_device(&mut self, hooks: &dyn DeviceHooks) -> Result<Option<PointerInfo>, Error> {
+        let claimed = self.device();
+        if !hooks.handles(claimed.device_type) {
+            return Err(Error::NoHook { device: claimed });
+        }
+        if self.elements == 0 {
+            return Ok(None);
+        }
+        let info = hooks.resolve(claimed, self.span.start)?;
+        if !info.kind.fits(claimed.device_type) {
+            return Err(Error::MemoryKindMismatch {
+                claimed,
+                actual: info.kind,
+            });
+        }
+        if !claimed.device_type.is_host_accessible() && info.device != claimed {
+            return Err(Error::DeviceMismatch {
+                claimed,
+                actual: info.device,
+            });
+        }
+        if let Some(range) = &info.allocation
+            && (self.span.start < range.start || self.span.end > range.end)
+        {
+            return Err(Error::SpanOutsideAllocation {
+                start: self.span.start,
+                end: self.span.end,
+                alloc_start: range.start,
+                alloc_end: range.end,
+            });
+        }
+        if info.kind.is_host_accessible() {
+            self.host_accessible = true;
+        }
+        Ok(Some(info))
+    }
+}
+
+impl fmt::Debug for CheckedTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckedTensor")
+            .field("device", &format_args!("{}", self.device()))
+            .field("dtype", &format_args!("{}", self.dtype()))
+            .field("shape", &self.shape())
+            .field("strides", &self.strides())
+            .field("byte_offset", &self.byte_offset())
+            .field("flags", &self.flags)
+            .field("version", &format_args!("{}", self.version))
+            .finish()
+    }
+}
+
+/// Reads an `i64` array field.
+///
+/// # Safety
+/// When `ptr` is non-NULL, aligned and `len > 0`, it points to `len` readable `i64`s that stay
+/// valid for `'a`.
+unsafe fn read_array<'a>(
+    ptr: *const i64,
+    len: usize,
+    what: &'static str,
+) -> Result<&'a [i64], Error> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(Error::NullPointer { what });
+    }
+    if !ptr.addr().is_multiple_of(core::mem::align_of::<i64>()) {
+        return Err(Error::MisalignedArray {
+            what,
+            address: ptr.addr(),
+        });
+    }
+    // SAFETY: non-NULL and aligned (checked), `len` readable i64s (caller).
+    Ok(unsafe { core::slice::from_raw_parts(ptr, len) })
+}
+
+fn row_major_strides(shape: &[i64]) -> Result<Box<[i64]>, Error> {
+    let mut strides = vec![0i64; shape.len()].into_boxed_slice();
+    let mut step: i64 = 1;
+    for (s, &d) in strides.iter_mut().zip(shape).rev() {
+        *s = step;
+        // A stride past i64::MAX is only reachable with an empty or overflowing tensor; saturate
+        // and let the span check report real overflow.
+        step = step.saturating_mul(d.max(1));
+    }
+    Ok(strides)
+}
+
+fn element_count(shape: &[i64]) -> Result<usize, Error> {
+    if shape.contains(&0) {
+        return Ok(0);
+    }
+    shape
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
+        .ok_or_else(|| Error::Overflow {
+            what: format!("the element count of shape {shape:?} exceeds usize"),
+        })
+}
+
+/// Whether `strides` are compact row-major for `shape`, ignoring axes of size 1.
+pub(crate) fn is_row_major(shape: &[i64], strides: &[i64]) -> bool {
+    let mut expected: i64 = 1;
+    for (&d, &s) in shape.iter().zip(strides).rev() {
+        if d == 1 {
+            continue;
+        }
+        if s != expected {
+            return false;
+        }
+        expected = expected.saturating_mul(d);
+    }
+    true
+}
+
+/// A sufficient condition for distinct indices to reach distinct elements: sorted by absolute
+/// stride, every axis of size > 1 steps past everything the smaller axes reach. Conservative:
+/// some exotic non-overlapping layouts are refused too.
+pub(crate) fn strides_are_disjoint(shape: &[i64], strides: &[i64]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut axes: Vec<(u128, u128)> = shape
+        .iter()
+        .zip(strides)
+        .filter(|(d, _)| **d > 1)
+        .map(|(&d, &s)| (s.unsigned_abs() as u128, d as u128))
+        .collect();
+    axes.sort_unstable();
+    let mut reach: u128 = 0; // elements reached by the smaller axes, as an offset extent
+    for (stride, size) in axes {
+        if stride <= reach {
+            return false;
+        }
+        reach = match stride
+            .checked_mul(size - 1)
+            .and_then(|r| r.checked_add(reach))
+        {
+            Some(r) => r,
+            None => return false,
+        };
+    }
+    true
+}
+
+/// Computes the reachable byte span of a tensor with elements, with checked arithmetic.
+fn reach(t: &DLTensor, shape: &[i64], strides: &[i64], flags: Flags) -> Result<Span, Error> {
+    let overflow = |what: String| Error::Overflow { what };
+    let dtype = t.dtype;
+    let base = (t.data.addr() as u128) + u128::from(t.byte_offset);
+    let (lo_bits, hi_bits): (i128, i128) =
+        if !dtype.is_byte_sized() && !flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED) {
+            // Packed sub-byte elements: only the compact row-major layout is defined.
+            if !is_row_major(shape, strides) {
+                return Err(Error::StridedSubByte { dtype });
+            }
+            let count = element_count(shape)? as i128;
+            (0, count * i128::from(dtype.element_bits()))
+        } else {
+            let elem = dtype.element_bytes() as i128 * 8;
+            let (mut lo, mut hi) = (0i128, 0i128);
+            for (axis, (&d, &s)) in shape.iter().zip(strides).enumerate() {
+                let term = i128::from(d - 1)
+                    .checked_mul(i128::from(s))
+                    .ok_or_else(|| {
+                        overflow(format!(
+                            "(shape[{axis}] - 1) * strides[{axis}] = ({d} - 1) * {s}"
+                        ))
+                    })?;
+                let sum = if term < 0 { &mut lo } else { &mut hi };
+                *sum = sum.checked_add(term).ok_or_else(|| {
+                    overflow(format!(
+                        "the strides {strides:?} of shape {shape:?} reach too far"
+                    ))
+                })?;
+            }
+            let scale = |v: i128| v.checked_mul(elem);
+            let hi_end = hi.checked_add(1).and_then(scale);
+            match (scale(lo), hi_end) {
+                (Some(l), Some(h)) => (l, h),
+                _ => {
+                    return Err(overflow(format!(
+                        "the strides {strides:?} of shape {shape:?} reach too far"
+                    )));
+                }
+            }
+        };
+    let start = (base as i128).checked_add(lo_bits.div_euclid(8));
+    let end = (base as i128).checked_add((hi_bits + 7).div_euclid(8));
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(overflow("the reachable address range".into()));
+    };
+    let fits = start >= 0 && end <= usize::MAX as i128 && end - start <= isize::MAX as i128;
+    if !fits {
+        return Err(overflow(format!(
+            "data {:#x} + byte_offset {} with strides {strides:?} and shape {shape:?} reaches bytes {start:#x}..{end:#x}, which leaves the address space or spans more than isize::MAX bytes",
+            t.data.addr(),
+            t.byte_offset
+        )));
+    }
+    Ok(Span {
+        start: start as usize,
+        end: end as usize,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Raw {
+    Versioned(NonNull<DLManagedTensorVersioned>),
+    Legacy(NonNull<DLManagedTensor>),
+}
+
+/// The owner of a managed DLPack tensor: it calls the tensor's deleter exactly once, on drop.
+///
+/// Made by exporting a producer ([`ManagedTensor::export`]) or by importing a raw pointer
+/// ([`ManagedTensor::from_raw`], [`ManagedTensor::from_raw_legacy`]). It dereferences to
+/// [`CheckedTensor`] for the tensor's fields, typed views and copies, and hands itself to C with
+/// [`ManagedTensor::into_raw`].
+///
+/// ```
+/// use dlpack_core::ManagedTensor;
+///
+/// let data = vec![1.0f32, 2.0, 3.0];
+/// let ptr = data.as_ptr();
+/// let tensor = ManagedTensor::export(data)?;          // one allocation, no copy
+/// let raw = tensor.into_raw()?;                       // a DLManagedTensorVersioned* for C
+/// // ... a consumer receives `raw` ...
+/// let tensor = unsafe { ManagedTensor::from_raw(raw)? }; // validated once
+/// assert_eq!(tensor.view::<f32>()?.as_ptr(), ptr);
+/// let back: Vec<f32> = tensor.reclaim().expect("exported from a Vec<f32>");
+/// assert_eq!(back.as_ptr(), ptr);                      // the same buffer, never copied
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// `ManagedTensor` is `Send` (DLPack lets the deleter run on any thread) and `Sync` (shared
+/// access only reads the tensor).
+pub struct ManagedTensor {
+    raw: Raw,
+    checked: ManuallyDrop<CheckedTensor>,
+}
+
+// SAFETY: DLPack allows the deleter to run on any thread, and `Export` producers are `Send`.
+unsafe impl Send for ManagedTensor {}
+// SAFETY: through `&ManagedTensor` only the tensor's fields and its memory are read; the
+// producer's memory is not written by anyone else while the tensor lives (export and import
+// contracts), so concurrent reads are race-free.
+unsafe impl Sync for ManagedTensor {}
+
+impl ManagedTensor {
+    /// Moves `producer` into a new versioned managed tensor: one allocation, no copy.
+    pub fn export<P: Export>(producer: P) -> Result<Self, Error> {
+        let raw = export::export::<DLManagedTensorVersioned, P>(producer)?;
+        // SAFETY: a block fresh from `export` is a valid versioned managed tensor with this
+        // crate's deleter; the `Export` contract makes its description valid.
+        unsafe { Self::from_raw(raw.as_ptr()) }
+    }
+
+    /// Moves `producer` into a new legacy `DLManagedTensor` (no version, no flags), for consumers
+    /// that only know the pre-1.0 struct. Fails for read-only producers: the legacy struct cannot
+    /// say so.
+    pub fn export_legacy<P: Export>(producer: P) -> Result<Self, Error> {
+        let raw = export::export::<DLManagedTensor, P>(producer)?;
+        // SAFETY: as in `export`.
+        unsafe { Self::from_raw_legacy(raw.as_ptr()) }
+    }
+
+    /// Takes ownership of a versioned managed tensor and validates it.
+    ///
+    /// On success the owner calls the deleter exactly once, when dropped. On failure the deleter
+    /// has already been called (unless `ptr` is NULL) and the error says what was wrong; a tensor
+    /// whose major version differs from 1 is only deleted, never read further.
+    ///
+    /// # Safety
+    ///
+    /// - `ptr` is NULL or points to a `DLManagedTensorVersioned` that the caller owns (it is not
+    ///   deleted or used by anyone else afterwards);
+    /// - its `version` and `deleter` are readable, and if the major version is 1: its `shape`
+    ///   and `strides` point to `ndim` readable `i64`s when not NULL (for any `ndim` up to
+    ///   [`crate::MAX_NDIM`]), and, if the tensor has elements, every byte its fields reach lies
+    ///   in one allocation that holds initialised data of its dtype and stays valid until the
+    ///   deleter runs;
+    /// - no one modifies the struct or its arrays while this owner lives, and no one else writes
+    ///   the data while a view of it exists (or at all, if it is read-only);
+    /// - the deleter (if any) may be called from any thread.
+    pub unsafe fn from_raw(ptr: *mut DLManagedTensorVersioned) -> Result<Self, Error> {
+        let Some(nn) = NonNull::new(ptr) else {
+            return Err(Error::NullPointer {
+                what: "managed tensor",
+            });
+        };
+        let raw = Raw::Versioned(nn);
+        // SAFETY: the version and flags prefix is readable (caller).
+        let (version, flags) = unsafe { ((*ptr).version, Flags((*ptr).flags)) };
+        if !version.is_compatible() {
+            // SAFETY: the caller owns the tensor; deleting it is the only legal action.
+            unsafe { delete(raw) };
+            return Err(Error::IncompatibleVersion { found: version });
+        }
+        // SAFETY: `dl_tensor` is inside the live struct; the caller's guarantees are those
+        // CheckedTensor::new needs, for as long as this owner lives.
+        let checked =
+            unsafe { CheckedTensor::new(NonNull::from(&(*ptr).dl_tensor), version, flags) };
+        Self::finish(raw, checked)
+    }
+
+    /// Takes ownership of a legacy (pre-1.0) managed tensor and validates it.
+    ///
+    /// The legacy struct has no flags. A foreign legacy tensor imports as read-only, as NumPy
+    /// does, since nothing says its memory may be written; a legacy tensor exported by this
+    /// crate keeps its writability. NULL strides mean compact row-major.
+    ///
+    /// # Safety
+    ///
+    /// As for [`ManagedTensor::from_raw`], for a `DLManagedTensor`.
+    pub unsafe fn from_raw_legacy(ptr: *mut DLManagedTensor) -> Result<Self, Error> {
+        let Some(nn) = NonNull::new(ptr) else {
+            return Err(Error::NullPointer {
+                what: "managed tensor",
+            });
+        };
+        // SAFETY: the struct is readable (caller).
+        let ours = export::is_ours(unsafe { (*ptr).manager_ctx });
+        let flags = if ours {
+            Flags::empty()
+        } else {
+            Flags::READ_ONLY
+        };
+        // SAFETY: as in `from_raw`.
+        let checked = unsafe {
+            CheckedTensor::new(NonNull::from(&(*ptr).dl_tensor), Version::new(0, 0), flags)
+        };
+        Self::finish(Raw::Legacy(nn), checked)
+    }
+
+    fn finish(raw: Raw, checked: Result<CheckedTensor, Error>) -> Result<Self, Error> {
+        match checked {
+            Ok(checked) => Ok(ManagedTensor {
+                raw,
+                checked: ManuallyDrop::new(checked),
+            }),
+            Err(e) => {
+                // SAFETY: the caller of from_raw* owns the tensor and gave it to us.
+                unsafe { delete(raw) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether this is a legacy `DLManagedTensor`.
+    pub fn is_legacy(&self) -> bool {
+        matches!(self.raw, Raw::Legacy(_))
+    }
+
+    /// A typed mutable view. Fails for read-only tensors and for strides that make distinct
+    /// indices share memory (zero strides, say), besides everything [`CheckedTensor::view`]
+    /// checks.
+    pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
+        self.checked.view_mut()
+    }
+
+    /// Asks a device hook where the data really lives and checks the tensor's claim: the memory
+    /// kind must fit the device type, the device must match (for device memory), and every
+    /// reachable byte must lie inside the allocation. When the hook reports host-accessible
+    /// memory (CUDA managed, oneAPI shared or host USM), typed views become available.
+    ///
+    /// Returns what the hook reported, or `None` for a tensor without elements (no byte to
+    /// check).
+    pub fn verify_device(&mut self, hooks: &dyn DeviceHooks) -> Result<Option<PointerInfo>, Error> {
+        self.checked.verify_device(hooks)
+    }
+
+    /// Gives ownership to C as a `DLManagedTensorVersioned*`; the receiver must call its deleter
+    /// once. A legacy tensor is first wrapped in a versioned one (one allocation).
+    pub fn into_raw(self) -> Result<*mut DLManagedTensorVersioned, Error> {
+        match self.raw {
+            Raw::Versioned(p) => {
+                self.forget();
+                Ok(p.as_ptr())
+            }
+            Raw::Legacy(_) => Ok(export::export::<DLManagedTensorVersioned, _>(self)?.as_ptr()),
+        }
+    }
+
+    /// Gives ownership to C as a legacy `DLManagedTensor*`; the receiver must call its deleter
+    /// once. A versioned tensor is first wrapped in a legacy one (one allocation), which fails if
+    /// it is read-only ([`Error::LegacyReadOnly`]).
+    pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Error> {
+        match self.raw {
+            Raw::Legacy(p) => {
+                self.forget();
+                Ok(p.as_ptr())
+            }
+            Raw::Versioned(_) => Ok(export::export::<DLManagedTensor, _>(self)?.as_ptr()),
+        }
+    }
+
+    /// Gives back the producer this tensor was exported from, without a copy, if it was
+    /// exported by this crate from a `P`; otherwise returns the tensor untouched.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// let t = ManagedTensor::export(vec![1u8, 2, 3])?;
+    /// let t = t.reclaim::<Arc<[u8]>>().unwrap_err(); // wrong type: the tensor comes back
+    /// let v: Vec<u8> = t.reclaim().unwrap();
+    /// assert_eq!(v, [1, 2, 3]);
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn reclaim<P: Export>(self) -> Result<P, Self> {
+        // In both arms: the live struct is readable, its `manager_ctx` marks it as a block made
+        // by `export` (only such blocks carry that tag), and this owner holds it exclusively.
+        let taken = match self.raw {
+            // SAFETY: see above.
+            Raw::Versioned(p) if export::is_ours(unsafe { p.as_ref().manager_ctx }) => unsafe {
+                export::take_producer::<DLManagedTensorVersioned, P>(p)
+            },
+            // SAFETY: see above.
+            Raw::Legacy(p) if export::is_ours(unsafe { p.as_ref().manager_ctx }) => unsafe {
+                export::take_producer::<DLManagedTensor, P>(p)
+            },
+            _ => None,
+        };
+        match taken {
+            Some(producer) => {
+                // The block is gone: drop the checked description, not the tensor.
+                self.forget();
+                Ok(producer)
+            }
+            None => Err(self),
+        }
+    }
+
+    /// Forgets the raw tensor without deleting it, dropping only the owner's own data.
+    fn forget(self) {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never used again and its Drop does not run.
+        unsafe { ManuallyDrop::drop(&mut this.checked) };
+    }
+}
+
+/// Calls a managed tensor's deleter, if it has one.
+///
+/// # Safety
+/// The caller owns the tensor, which is live, and never uses it again.
+unsafe fn delete(raw: Raw) {
+    match raw {
+        Raw::Versioned(p) => {
+            // SAFETY: live struct (caller).
+            if let Some(deleter) = unsafe { p.as_ref().deleter } {
+                // SAFETY: the owner calls the deleter once with the struct's own pointer.
+                unsafe { deleter(p.as_ptr()) }
+            }
+        }
+        Raw::Legacy(p) => {
+            // SAFETY: live struct (caller).
+            if let Some(deleter) = unsafe { p.as_ref().deleter } {
+                // SAFETY: as above.
+                unsafe { deleter(p.as_ptr()) }
+            }
+        }
+    }
+}
+
+impl Drop for ManagedTensor {
+    fn drop(&mut self) {
+        // SAFETY: dropped once; nothing refers to the description afterwards.
+        unsafe { ManuallyDrop::drop(&mut self.checked) };
+        // SAFETY: this owner owns the tensor and is going away.
+        unsafe { delete(self.raw) };
+    }
+}
+
+impl core::ops::Deref for ManagedTensor {
+    type Target = CheckedTensor;
+    fn deref(&self) -> &CheckedTensor {
+        &self.checked
+    }
+}
+
+impl fmt::Debug for ManagedTensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple(if self.is_legacy() {
+            "ManagedTensor(legacy)"
+        } else {
+            "ManagedTensor"
+        })
+        .field(&*self.checked)
+        .finish()
+    }
+}
+
+// SAFETY: describes the tensor this owner holds. Its memory is initialised and stays valid until
+// the owner is dropped (the import and export contracts); it is writable unless READ_ONLY, which
+// the description passes on. Shape and strides are copied, so `ndim()` is stable.
+unsafe impl Export for ManagedTensor {
+    fn ndim(&self) -> usize {
+        self.checked.ndim()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> crate::ExportDesc {
+        shape.copy_from_slice(self.shape());
+        strides.copy_from_slice(self.strides());
+        crate::ExportDesc {
+            data: self.data_ptr(),
+            byte_offset: self.byte_offset(),
+            dtype: self.dtype(),
+            device: self.device(),
+            flags: self.flags(),
+        }
+    }
+}
+
+/// A validated `DLTensor` that someone else owns: no deleter is ever called.
+///
+/// This is the consumer side of the C exchange API's `dltensor_from_py_object_no_sync`, which
+/// fills a `DLTensor` valid only until control returns to the producer, and of any API that
+/// lends a tensor for the duration of a call.
+pub struct BorrowedTensor<'a> {
+    checked: CheckedTensor,
+    _lent: PhantomData<&'a DLTensor>,
+}
+
+// SAFETY: as for ManagedTensor: the lender guarantees the memory while 'a lasts, and shared
+// access only reads.
+unsafe impl Send for BorrowedTensor<'_> {}
+// SAFETY: see above.
+unsafe impl Sync for BorrowedTensor<'_> {}
+
+impl<'a> BorrowedTensor<'a> {
+    /// Validates a lent tensor. `version` is the DLPack version its producer follows (it decides
+    /// whether NULL strides are allowed) and `flags` what the lender says about it (READ_ONLY).
+    ///
+    /// # Safety
+    ///
+    /// `tensor`'s fields, arrays and data satisfy [`ManagedTensor::from_raw`]'s conditions for
+    /// all of `'a`.
+    pub unsafe fn new(tensor: &'a DLTensor, version: Version, flags: Flags) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        let checked = unsafe { CheckedTensor::new(NonNull::from(tensor), version, flags)? };
+        Ok(BorrowedTensor {
+            checked,
+            _lent: PhantomData,
+        })
+    }
+
+    /// A typed mutable view (see [`ManagedTensor::view_mut`]).
+    pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
+        self.checked.view_mut()
+    }
+}
+
+impl core::ops::Deref for BorrowedTensor<'_> {
+    type Target = CheckedTensor;
+    fn deref(&self) -> &CheckedTensor {
+        &self.checked
+    }
+}
+
+impl fmt::Debug for BorrowedTensor<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("BorrowedTensor")
+            .field(&self.checked)
+            .finish()
+    }
+}

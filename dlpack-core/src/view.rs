@@ -1,0 +1,420 @@
+//! Typed views: [`TensorView`] and [`TensorViewMut`], strided windows onto host memory.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::MaybeUninit;
+
+use crate::tensor::is_row_major;
+use crate::{Element, Error};
+
+/// Element offsets (in elements, from the first element) of every index, in row-major order.
+#[derive(Clone, Debug)]
+struct Offsets<'a> {
+    shape: &'a [i64],
+    strides: &'a [i64],
+    index: Vec<i64>,
+    offset: isize,
+    remaining: usize,
+}
+
+impl<'a> Offsets<'a> {
+    fn new(shape: &'a [i64], strides: &'a [i64], len: usize) -> Self {
+        Offsets {
+            shape,
+            strides,
+            index: vec![0; shape.len()],
+            offset: 0,
+            remaining: len,
+        }
+    }
+}
+
+impl Iterator for Offsets<'_> {
+    type Item = isize;
+
+    fn next(&mut self) -> Option<isize> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let current = self.offset;
+        if self.remaining > 0 {
+            // Advance the odometer. Every partial sum is the offset of a valid index, which the
+            // validated span bounds, so wrapping arithmetic never actually wraps.
+            for axis in (0..self.shape.len()).rev() {
+                let stride = self.strides[axis] as isize;
+                if self.index[axis] + 1 < self.shape[axis] {
+                    self.index[axis] += 1;
+                    self.offset = self.offset.wrapping_add(stride);
+                    break;
+                }
+                self.offset = self
+                    .offset
+                    .wrapping_sub((self.index[axis] as isize).wrapping_mul(stride));
+                self.index[axis] = 0;
+            }
+        }
+        Some(current)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl ExactSizeIterator for Offsets<'_> {}
+
+/// The offset of `index`, or `None` if it is out of bounds or of the wrong length.
+fn offset_of(shape: &[i64], strides: &[i64], index: &[usize]) -> Option<isize> {
+    if index.len() != shape.len() {
+        return None;
+    }
+    let mut offset: isize = 0;
+    for ((&i, &d), &s) in index.iter().zip(shape).zip(strides) {
+        if i as u64 >= d as u64 {
+            return None;
+        }
+        // In bounds, so the product and the sum are a valid element offset within the span.
+        offset = offset.wrapping_add((i as isize).wrapping_mul(s as isize));
+    }
+    Some(offset)
+}
+
+/// Shared state of both view kinds.
+struct Raw<'a, T> {
+    ptr: *mut T,
+    shape: &'a [i64],
+    strides: &'a [i64],
+    len: usize,
+}
+
+impl<T> Clone for Raw<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Raw<'_, T> {}
+
+impl<'a, T: Element> Raw<'a, T> {
+    /// # Safety
+    /// `ptr` is aligned, and every element reachable from it through `shape` and `strides` is
+    /// readable initialised memory for `'a` (when `len > 0`); `len` is the product of `shape`.
+    unsafe fn new(
+        ptr: *mut T,
+        shape: &'a [i64],
+        strides: &'a [i64],
+        len: usize,
+    ) -> Result<Self, Error> {
+        let raw = Raw {
+            ptr,
+            shape,
+            strides,
+            len,
+        };
+        if !T::ANY_BIT_PATTERN {
+            let size = core::mem::size_of::<T>();
+            for (index, offset) in Offsets::new(shape, strides, len).enumerate() {
+                // SAFETY: the element at `offset` is readable (caller); reading its bytes as u8
+                // is valid whatever they hold.
+                let bytes =
+                    unsafe { core::slice::from_raw_parts(ptr.offset(offset).cast::<u8>(), size) };
+                if !T::is_valid_bits(bytes) {
+                    return Err(Error::InvalidValue {
+                        dtype: T::DTYPE,
+                        index,
+                        byte: bytes[0],
+                    });
+                }
+            }
+        }
+        Ok(raw)
+    }
+
+    fn contiguous(&self) -> bool {
+        is_row_major(self.shape, self.strides)
+    }
+
+    fn element(&self, index: &[usize]) -> Option<*mut T> {
+        let offset = offset_of(self.shape, self.strides, index)?;
+        // SAFETY: `offset` is the offset of an in-bounds index, so the result is a reachable
+        // element inside the allocation (`new`'s contract).
+        Some(unsafe { self.ptr.offset(offset) })
+    }
+
+    /// Gathers every element, row-major, into `dst` (exactly `len` slots).
+    fn gather_into(&self, dst: &mut [MaybeUninit<T>]) {
+        debug_assert_eq!(dst.len(), self.len);
+        let shape: Vec<usize> = self.shape.iter().map(|&d| d as usize).collect();
+        let strides: Vec<isize> = self.strides.iter().map(|&s| s as isize).collect();
+        // SAFETY: `dst` has `len` = product(shape) slots; every element reachable from `ptr` is
+        // readable, initialised and aligned (`new`'s contract), and validation bounded every
+        // offset within isize.
+        unsafe { crate::copy::gather(self.ptr.cast_const(), &shape, &strides, dst) };
+    }
+
+    fn collect_vec(&self) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len);
+        self.gather_into(&mut out.spare_capacity_mut()[..self.len]);
+        // SAFETY: `gather_into` initialised the first `len` elements.
+        unsafe { out.set_len(self.len) };
+        out
+    }
+
+    fn copy_to_slice(&self, dst: &mut [T]) -> Result<(), Error> {
+        if dst.len() != self.len {
+            return Err(Error::ShapeMismatch {
+                found: vec![self.len as i64],
+                expected: vec![dst.len() as i64],
+            });
+        }
+        // SAFETY: `[T]` and `[MaybeUninit<T>]` have the same layout, and only valid `T`s (copies
+        // of the view's elements) are written through it.
+        let dst = unsafe { &mut *(dst as *mut [T] as *mut [MaybeUninit<T>]) };
+        self.gather_into(dst);
+        Ok(())
+    }
+}
+
+macro_rules! shared_methods {
+    () => {
+        /// The shape.
+        pub fn shape(&self) -> &[i64] {
+            self.raw.shape
+        }
+
+        /// The strides, in elements.
+        pub fn strides(&self) -> &[i64] {
+            self.raw.strides
+        }
+
+        /// The number of dimensions.
+        pub fn ndim(&self) -> usize {
+            self.raw.shape.len()
+        }
+
+        /// The number of elements.
+        pub fn len(&self) -> usize {
+            self.raw.len
+        }
+
+        /// Whether the view has no elements.
+        pub fn is_empty(&self) -> bool {
+            self.raw.len == 0
+        }
+
+        /// Whether the elements are compact and in row-major order (size-1 axes ignored), so
+        /// that the view is also a slice.
+        pub fn is_row_major_contiguous(&self) -> bool {
+            self.raw.contiguous()
+        }
+
+        /// The address of the first element (index `[0, 0, ...]`); dangling for an empty view.
+        pub fn as_ptr(&self) -> *const T {
+            self.raw.ptr
+        }
+
+        /// The element at `index`, or `None` if the index is out of bounds or has the wrong
+        /// number of dimensions.
+        pub fn get(&self, index: &[usize]) -> Option<&T> {
+            // SAFETY: an in-bounds element, readable and initialised for the view's lifetime,
+            // with no writer while `&self` is borrowed.
+            self.raw.element(index).map(|p| unsafe { &*p })
+        }
+
+        /// The elements as one slice in row-major order, if they are row-major contiguous.
+        pub fn as_slice(&self) -> Option<&[T]> {
+            if self.raw.len == 0 {
+                return Some(&[]);
+            }
+            if !self.raw.contiguous() {
+                return None;
+            }
+            // SAFETY: row-major contiguous: the `len` elements from the first one are exactly
+            // the view's elements, readable, initialised and aligned.
+            Some(unsafe { core::slice::from_raw_parts(self.raw.ptr, self.raw.len) })
+        }
+
+        /// The elements in row-major order.
+        pub fn iter(&self) -> impl ExactSizeIterator<Item = &T> + '_ {
+            let ptr = self.raw.ptr;
+            // SAFETY: every offset is that of an in-bounds element, readable while `&self` is
+            // borrowed.
+            Offsets::new(self.raw.shape, self.raw.strides, self.raw.len)
+                .map(move |o| unsafe { &*ptr.offset(o) })
+        }
+
+        /// Copies the elements into a new row-major `Vec`. Contiguous runs are copied with
+        /// `memcpy`; transposed layouts in cache-sized tiles.
+        pub fn to_vec(&self) -> Vec<T> {
+            self.raw.collect_vec()
+        }
+
+        /// Copies the elements, row-major, into `dst`, which must hold exactly `len()` of them
+        /// ([`Error::ShapeMismatch`] otherwise). The same gather as [`Self::to_vec`], into a
+        /// buffer the caller already has.
+        pub fn copy_to_slice(&self, dst: &mut [T]) -> Result<(), Error> {
+            self.raw.copy_to_slice(dst)
+        }
+    };
+}
+
+/// A read-only typed view of a tensor's host memory, borrowed from its owner.
+///
+/// Obtained from [`CheckedTensor::view`](crate::CheckedTensor::view). Indices are checked;
+/// strides may be negative or zero.
+pub struct TensorView<'a, T> {
+    raw: Raw<'a, T>,
+    _marker: PhantomData<&'a [T]>,
+}
+
+impl<'a, T: Element> TensorView<'a, T> {
+    /// # Safety
+    /// `ptr` is aligned for `T`, and for `'a` every element reachable from it through `shape` and
+    /// `strides` is readable, initialised memory of `T`'s dtype that nobody writes.
+    pub(crate) unsafe fn new(
+        ptr: *const T,
+        shape: &'a [i64],
+        strides: &'a [i64],
+        len: usize,
+    ) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        let raw = unsafe { Raw::new(ptr.cast_mut(), shape, strides, len)? };
+        Ok(TensorView {
+            raw,
+            _marker: PhantomData,
+        })
+    }
+
+    shared_methods!();
+}
+
+impl<T> Clone for TensorView<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for TensorView<'_, T> {}
+
+// SAFETY: a TensorView is a shared borrow of `T`s, like `&[T]`.
+unsafe impl<T: Sync> Send for TensorView<'_, T> {}
+// SAFETY: see above.
+unsafe impl<T: Sync> Sync for TensorView<'_, T> {}
+
+/// A mutable typed view of a tensor's host memory, borrowed exclusively from its owner.
+///
+/// Obtained from [`ManagedTensor::view_mut`](crate::ManagedTensor::view_mut), which refuses
+/// read-only tensors and strides under which two indices would share an element.
+pub struct TensorViewMut<'a, T> {
+    raw: Raw<'a, T>,
+    _marker: PhantomData<&'a mut [T]>,
+}
+
+impl<'a, T: Element> TensorViewMut<'a, T> {
+    /// # Safety
+    /// As for [`TensorView::new`], and: the memory is writable, distinct indices reach distinct
+    /// elements, and nobody else reads or writes it for `'a`.
+    pub(crate) unsafe fn new(
+        ptr: *mut T,
+        shape: &'a [i64],
+        strides: &'a [i64],
+        len: usize,
+    ) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        let raw = unsafe { Raw::new(ptr, shape, strides, len)? };
+        Ok(TensorViewMut {
+            raw,
+            _marker: PhantomData,
+        })
+    }
+
+    shared_methods!();
+
+    /// The address of the first element, for writing.
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.raw.ptr
+    }
+
+    /// The element at `index`, mutably.
+    pub fn get_mut(&mut self, index: &[usize]) -> Option<&mut T> {
+        // SAFETY: an in-bounds element, writable, and exclusively ours while `&mut self` is
+        // borrowed.
+        self.raw.element(index).map(|p| unsafe { &mut *p })
+    }
+
+    /// The elements as one mutable slice, if they are row-major contiguous.
+    pub fn as_slice_mut(&mut self) -> Option<&mut [T]> {
+        if self.raw.len == 0 {
+            return Some(&mut []);
+        }
+        if !self.raw.contiguous() {
+            return None;
+        }
+        // SAFETY: row-major contiguous elements, writable and exclusively ours.
+        Some(unsafe { core::slice::from_raw_parts_mut(self.raw.ptr, self.raw.len) })
+    }
+
+    /// The elements in row-major order, mutably.
+    pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = &mut T> + '_ {
+        let ptr = self.raw.ptr;
+        // SAFETY: every offset is that of an in-bounds element; distinct indices reach distinct
+        // elements (checked when the view was made), so the references never alias.
+        Offsets::new(self.raw.shape, self.raw.strides, self.raw.len)
+            .map(move |o| unsafe { &mut *ptr.offset(o) })
+    }
+
+    /// Writes `values` (row-major, `len()` of them) into the view's elements.
+    pub fn copy_from_slice(&mut self, values: &[T]) -> Result<(), Error> {
+        if values.len() != self.raw.len {
+            return Err(Error::ShapeMismatch {
+                found: vec![values.len() as i64],
+                expected: vec![self.raw.len as i64],
+            });
+        }
+        if let Some(slice) = self.as_slice_mut() {
+            slice.copy_from_slice(values);
+        } else {
+            for (dst, src) in self.iter_mut().zip(values) {
+                *dst = *src;
+            }
+        }
+        Ok(())
+    }
+
+    /// A read-only view of the same elements, borrowing this one.
+    pub fn as_view(&self) -> TensorView<'_, T> {
+        TensorView {
+            raw: Raw {
+                ptr: self.raw.ptr,
+                shape: self.raw.shape,
+                strides: self.raw.strides,
+                len: self.raw.len,
+            },
+            _marker: PhantomData,
+        }
+    }
+}
+
+// SAFETY: a TensorViewMut is an exclusive borrow of `T`s, like `&mut [T]`.
+unsafe impl<T: Send> Send for TensorViewMut<'_, T> {}
+// SAFETY: shared access to it only reads, like `&mut [T]`.
+unsafe impl<T: Sync> Sync for TensorViewMut<'_, T> {}
+
+impl<T: Element + fmt::Debug> fmt::Debug for TensorView<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorView")
+            .field("shape", &self.raw.shape)
+            .field("strides", &self.raw.strides)
+            .field("ptr", &self.raw.ptr)
+            .finish()
+    }
+}
+
+impl<T: Element + fmt::Debug> fmt::Debug for TensorViewMut<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorViewMut")
+            .field("shape", &self.raw.shape)
+            .field("strides", &self.raw.strides)
+            .field("ptr", &self.raw.ptr)
+            .finish()
+    }
+}

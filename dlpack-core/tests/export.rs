@@ -1,0 +1,341 @@
+//! Export, re-import and reclaim: what this crate promises about its own tensors.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use dlpack_core::{
+    DataType, Device, Element, Error, Export, ExportDesc, Flags, ManagedTensor, Version,
+};
+
+/// A producer that counts its drops, to prove the deleter drops it exactly once.
+struct Counted {
+    data: Vec<i32>,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: describes the Vec's own initialised, writable buffer, which stays in place while self
+// lives.
+unsafe impl Export for Counted {
+    fn ndim(&self) -> usize {
+        2
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape.copy_from_slice(&[2, (self.data.len() / 2) as i64]);
+        strides.copy_from_slice(&[(self.data.len() / 2) as i64, 1]);
+        ExportDesc::host(self.data.as_mut_ptr())
+    }
+}
+
+fn counted(n: i32) -> (Counted, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    (
+        Counted {
+            data: (0..n).collect(),
+            drops: drops.clone(),
+        },
+        drops,
+    )
+}
+
+#[test]
+fn vec_export_is_zero_copy_and_describes_a_1d_cpu_tensor() {
+    let v = vec![1.5f64, 2.5, 3.5];
+    let ptr = v.as_ptr();
+    let t = ManagedTensor::export(v).unwrap();
+    assert_eq!(t.device(), Device::CPU);
+    assert_eq!(t.dtype(), DataType::F64);
+    assert_eq!(t.shape(), &[3]);
+    assert_eq!(t.strides(), &[1]);
+    assert_eq!(t.byte_offset(), 0);
+    assert_eq!(t.version(), Version::CURRENT);
+    assert_eq!(t.flags(), Flags::empty());
+    assert!(!t.is_legacy());
+    let view = t.view::<f64>().unwrap();
+    assert_eq!(view.as_ptr(), ptr);
+    assert_eq!(view.as_slice(), Some(&[1.5, 2.5, 3.5][..]));
+}
+
+#[test]
+fn the_shape_and_strides_live_in_the_same_block_as_the_header() {
+    let t = ManagedTensor::export(vec![0u8; 7]).unwrap();
+    let raw = t.into_raw().unwrap();
+    // SAFETY: `raw` is a live tensor we own; only addresses are compared.
+    let (header, shape, strides) = unsafe {
+        (
+            raw.addr(),
+            (*raw).dl_tensor.shape.addr(),
+            (*raw).dl_tensor.strides.addr(),
+        )
+    };
+    let block_end = header + 4096;
+    assert!(
+        shape > header && shape < block_end,
+        "shape array is inside the export block"
+    );
+    assert_eq!(strides, shape + 8);
+    // SAFETY: we own `raw` and give it back.
+    drop(unsafe { ManagedTensor::from_raw(raw) }.unwrap());
+}
+
+#[test]
+fn arc_exports_read_only_and_refuses_mutable_views() {
+    let shared: Arc<[u16]> = Arc::from(vec![1u16, 2, 3]);
+    let keep = shared.clone();
+    let mut t = ManagedTensor::export(shared).unwrap();
+    assert!(t.is_read_only());
+    assert_eq!(t.view::<u16>().unwrap().as_ptr(), keep.as_ptr());
+    assert_eq!(t.view_mut::<u16>().unwrap_err(), Error::ReadOnly);
+    drop(t);
+    assert_eq!(Arc::strong_count(&keep), 1, "the export's Arc was dropped");
+}
+
+#[test]
+fn boxed_slices_export_writable() {
+    let b: Box<[i8]> = vec![1i8, -2, 3].into_boxed_slice();
+    let mut t = ManagedTensor::export(b).unwrap();
+    t.view_mut::<i8>().unwrap().as_slice_mut().unwrap()[1] = 42;
+    let back: Box<[i8]> = t.reclaim().unwrap();
+    assert_eq!(&*back, &[1, 42, 3]);
+}
+
+#[test]
+fn the_deleter_drops_the_producer_exactly_once() {
+    let (p, drops) = counted(6);
+    let t = ManagedTensor::export(p).unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    let raw = t.into_raw().unwrap();
+    // SAFETY: a consumer calling the deleter of the tensor it owns, once.
+    unsafe { ((*raw).deleter.unwrap())(raw) };
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn reclaim_gives_back_the_same_buffer_and_skips_the_drop() {
+    let (p, drops) = counted(4);
+    let ptr = p.data.as_ptr();
+    let t = ManagedTensor::export(p).unwrap();
+    let raw = t.into_raw().unwrap();
+    // SAFETY: we own `raw`.
+    let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    let t = t
+        .reclaim::<Vec<i32>>()
+        .expect_err("a Counted is not a Vec<i32>");
+    let back: Counted = t
+        .reclaim()
+        .map_err(|_| ())
+        .expect("exported from a Counted");
+    assert_eq!(back.data.as_ptr(), ptr);
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        0,
+        "reclaim moves the producer out without dropping it"
+    );
+    drop(back);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn views_see_writes_made_through_mutable_views() {
+    let (p, _drops) = counted(6);
+    let mut t = ManagedTensor::export(p).unwrap();
+    {
+        let mut v = t.view_mut::<i32>().unwrap();
+        *v.get_mut(&[1, 2]).unwrap() = 99;
+        assert_eq!(v.get_mut(&[2, 0]), None);
+        assert_eq!(v.get_mut(&[0]), None);
+    }
+    let v = t.view::<i32>().unwrap();
+    assert_eq!(v.to_vec(), vec![0, 1, 2, 3, 4, 99]);
+    assert_eq!(
+        v.iter().copied().collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4, 99]
+    );
+}
+
+#[test]
+fn legacy_export_round_trips_and_stays_writable() {
+    let v = vec![1u32, 2, 3, 4];
+    let ptr = v.as_ptr();
+    let t = ManagedTensor::export_legacy(v).unwrap();
+    assert!(t.is_legacy());
+    let raw = t.into_raw_legacy().unwrap();
+    // SAFETY: we own `raw`.
+    let mut t = unsafe { ManagedTensor::from_raw_legacy(raw) }.unwrap();
+    assert!(
+        !t.is_read_only(),
+        "our own legacy export is known to be writable"
+    );
+    t.view_mut::<u32>().unwrap().as_slice_mut().unwrap()[0] = 7;
+    let back: Vec<u32> = t.reclaim().unwrap();
+    assert_eq!(back.as_ptr(), ptr);
+    assert_eq!(back, [7, 2, 3, 4]);
+}
+
+#[test]
+fn a_read_only_tensor_cannot_be_exported_as_legacy() {
+    let shared: Arc<[f32]> = Arc::from(vec![1.0f32]);
+    let keep = shared.clone();
+    assert_eq!(
+        ManagedTensor::export_legacy(shared).unwrap_err(),
+        Error::LegacyReadOnly
+    );
+    let t = ManagedTensor::export(keep.clone()).unwrap();
+    assert_eq!(t.into_raw_legacy().unwrap_err(), Error::LegacyReadOnly);
+    assert_eq!(
+        Arc::strong_count(&keep),
+        1,
+        "nothing leaked on the error paths"
+    );
+}
+
+#[test]
+fn versioned_and_legacy_wrap_each_other_without_copying() {
+    let v = vec![5i64, 6];
+    let ptr = v.as_ptr();
+    let legacy = ManagedTensor::export_legacy(v).unwrap();
+    let raw = legacy.into_raw().unwrap();
+    // SAFETY: we own `raw`.
+    let versioned = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    assert!(!versioned.is_legacy());
+    assert_eq!(versioned.view::<i64>().unwrap().as_ptr(), ptr);
+    let raw = versioned.into_raw_legacy().unwrap();
+    // SAFETY: we own `raw`.
+    let again = unsafe { ManagedTensor::from_raw_legacy(raw) }.unwrap();
+    assert_eq!(again.to_vec::<i64>().unwrap(), [5, 6]);
+    // Wrapped twice, so the Vec is no longer directly reclaimable: the tensor comes back intact.
+    let again = again.reclaim::<Vec<i64>>().unwrap_err();
+    assert_eq!(again.len(), 2);
+}
+
+#[test]
+fn every_builtin_element_type_round_trips() {
+    fn check<T: Element + PartialEq + core::fmt::Debug>(values: Vec<T>) {
+        let expected = values.clone();
+        let t = ManagedTensor::export(values).unwrap();
+        assert_eq!(t.dtype(), T::DTYPE);
+        assert_eq!(t.to_vec::<T>().unwrap(), expected);
+        let back: Vec<T> = t.reclaim().unwrap();
+        assert_eq!(back, expected);
+    }
+    check(vec![true, false, true]);
+    check(vec![i8::MIN, 0, i8::MAX]);
+    check(vec![i16::MIN, i16::MAX]);
+    check(vec![i32::MIN, i32::MAX]);
+    check(vec![i64::MIN, i64::MAX]);
+    check(vec![u8::MAX, 0]);
+    check(vec![u16::MAX]);
+    check(vec![u32::MAX]);
+    check(vec![u64::MAX]);
+    check(vec![1.0f32, -0.0]);
+    check(vec![f64::MAX, f64::MIN_POSITIVE]);
+    check(vec![half::f16::from_f32(1.5), half::f16::MAX]);
+    check(vec![half::bf16::from_f32(-2.0)]);
+    check(vec![num_complex::Complex::new(1.0f32, -1.0)]);
+    check(vec![num_complex::Complex::new(1.0f64, 2.0)]);
+    check(vec![float8::F8E4M3::from_f32(0.5)]);
+    check(vec![float8::F8E5M2::from_f32(-4.0)]);
+}
+
+#[test]
+fn an_empty_vec_exports_and_views_as_empty() {
+    let t = ManagedTensor::export(Vec::<f32>::new()).unwrap();
+    assert_eq!(t.shape(), &[0]);
+    assert!(t.is_empty());
+    let v = t.view::<f32>().unwrap();
+    assert_eq!(v.as_slice(), Some(&[][..]));
+    assert_eq!(v.iter().count(), 0);
+    assert!(v.to_vec().is_empty());
+}
+
+#[test]
+fn a_consumer_that_never_takes_ownership_frees_nothing_twice() {
+    // Like a capsule nobody consumed: the raw tensor goes out, the consumer only looks at it,
+    // and the producer side takes it back and deletes it once.
+    let (p, drops) = counted(2);
+    let raw = ManagedTensor::export(p).unwrap().into_raw().unwrap();
+    // SAFETY: looking at the fields of a live tensor is not taking ownership.
+    let version = unsafe { (*raw).version };
+    assert_eq!(version, Version::CURRENT);
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    // SAFETY: nobody took ownership, so the producer side still owns `raw`.
+    drop(unsafe { ManagedTensor::from_raw(raw) }.unwrap());
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn tensors_and_their_deleters_cross_threads() {
+    let (p, drops) = counted(4);
+    let t = ManagedTensor::export(p).unwrap();
+    let sum = std::thread::scope(|s| {
+        s.spawn(|| t.view::<i32>().unwrap().iter().sum::<i32>())
+            .join()
+            .unwrap()
+    });
+    assert_eq!(sum, 6);
+    std::thread::spawn(move || drop(t)).join().unwrap();
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_panic_while_a_view_is_alive_still_deletes_once() {
+    let (p, drops) = counted(2);
+    let result = std::panic::catch_unwind(move || {
+        let t = ManagedTensor::export(p).unwrap();
+        let v = t.view::<i32>().unwrap();
+        if v.len() == 2 {
+            panic!("consumer failed while viewing");
+        }
+    });
+    assert!(result.is_err());
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn inline_producers_are_described_at_their_final_address() {
+    /// A producer that keeps its elements inline: it moves into the block before `describe`.
+    struct Inline([f32; 4]);
+    // SAFETY: the array is inside `self`, which does not move between `describe` and drop.
+    unsafe impl Export for Inline {
+        fn ndim(&self) -> usize {
+            1
+        }
+        fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+            shape[0] = 4;
+            strides[0] = 1;
+            ExportDesc::host(self.0.as_mut_ptr())
+        }
+    }
+    let t = ManagedTensor::export(Inline([1.0, 2.0, 3.0, 4.0])).unwrap();
+    assert_eq!(t.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0, 4.0]);
+    let back: Inline = t.reclaim().map_err(|_| ()).unwrap();
+    assert_eq!(back.0, [1.0, 2.0, 3.0, 4.0]);
+}
+
+#[test]
+fn a_producer_with_too_many_dimensions_is_refused_and_dropped() {
+    struct Deep(Arc<AtomicUsize>);
+    impl Drop for Deep {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    // SAFETY: never described: the export refuses it first.
+    unsafe impl Export for Deep {
+        fn ndim(&self) -> usize {
+            dlpack_core::MAX_NDIM + 1
+        }
+        fn describe(&mut self, _: &mut [i64], _: &mut [i64]) -> ExportDesc {
+            unreachable!("refused before describe")
+        }
+    }
+    let drops = Arc::new(AtomicUsize::new(0));
+    let err = ManagedTensor::export(Deep(drops.clone())).unwrap_err();
+    assert!(matches!(err, Error::BadNdim { ndim: 1025 }), "{err}");
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}

@@ -15,7 +15,7 @@ const LARGE: usize = 1 << 28; // 1 GiB of f32
 
 /// One full round trip: export a Vec<f32>, hand it out as a raw pointer, import (validate) it,
 /// make a typed view, then reclaim the Vec. Zero copy, so its cost must not depend on the size.
-#[divan::bench(args = [SMALL, LARGE], sample_count = 200)]
+#[divan::bench(args = [SMALL, LARGE], sample_count = 200, sample_size = 1000)]
 fn round_trip(bencher: Bencher, len: usize) {
     let mut vec = vec![1.0f32; len];
     bencher.bench_local(|| {
@@ -30,7 +30,7 @@ fn round_trip(bencher: Bencher, len: usize) {
 }
 
 /// The yardstick: one `Box::new` (and drop) of a block as large as the tensor.
-#[divan::bench(args = [SMALL, LARGE], sample_count = 200)]
+#[divan::bench(args = [SMALL, LARGE], sample_count = 200, sample_size = 1000)]
 fn box_new(bencher: Bencher, len: usize) {
     if len == SMALL {
         bencher.bench_local(|| black_box(Box::new(black_box([1.0f32; SMALL]))));

@@ -96,7 +96,7 @@ impl DeviceType {
     /// CPU memory, CUDA and ROCm pinned host memory, and CUDA managed memory.
     ///
     /// Other memory (oneAPI USM included) may also be host-accessible; only a device hook can
-    /// tell, see [`crate::hooks::PointerResolver`].
+    /// tell, see [`crate::DeviceHooks`].
     pub const fn is_host_accessible(self) -> bool {
         matches!(
             self,

@@ -3,7 +3,7 @@
 //!
 //! This is the Rust form of PyTorch's device hooks that map an address to its device. A hook
 //! answers three questions: which device and kind of memory a pointer belongs to (so that a
-//! foreign tensor's device claim can be checked, see [`crate::CheckedTensor::verify_device`]),
+//! foreign tensor's device claim can be checked, see [`crate::ManagedTensor::verify_device`]),
 //! how to make a producer's work visible on a consumer's stream or queue, and how to copy
 //! between device and host. Host memory needs no hook.
 

@@ -109,54 +109,64 @@ impl CheckedTensor {
         })
     }
 
+    #[inline]
     fn raw(&self) -> &DLTensor {
         // SAFETY: `new`'s caller guaranteed the DLTensor outlives `self` unmodified.
         unsafe { self.tensor.as_ref() }
     }
 
     /// The raw `DLTensor`, for passing on to C. Do not modify it.
+    #[inline]
     pub fn as_dl_tensor(&self) -> &DLTensor {
         self.raw()
     }
 
     /// The DLPack version the producer wrote (`0.0` for a legacy tensor, which has none).
+    #[inline]
     pub fn version(&self) -> Version {
         self.version
     }
 
     /// The flags (legacy tensors have none, see [`ManagedTensor::from_raw_legacy`]).
+    #[inline]
     pub fn flags(&self) -> Flags {
         self.flags
     }
 
     /// Whether the producer forbids writes.
+    #[inline]
     pub fn is_read_only(&self) -> bool {
         self.flags.contains(Flags::READ_ONLY)
     }
 
     /// The device the tensor claims to live on.
+    #[inline]
     pub fn device(&self) -> Device {
         self.raw().device
     }
 
     /// The element type.
+    #[inline]
     pub fn dtype(&self) -> DataType {
         self.raw().dtype
     }
 
     /// The number of dimensions.
+    #[inline]
     pub fn ndim(&self) -> usize {
         // Validated: 0..=MAX_NDIM.
         self.raw().ndim as usize
     }
 
     /// The shape (every size is >= 0).
+    #[inline]
     pub fn shape(&self) -> &[i64] {
         // SAFETY: validated in `new`: non-NULL and aligned when ndim > 0, valid while self lives.
         unsafe { read_array(self.raw().shape, self.ndim(), "shape").unwrap_or(&[]) }
     }
 
     /// The strides in elements; compact row-major ones when the producer sent NULL.
+    #[inline]
     pub fn strides(&self) -> &[i64] {
         match &self.own_strides {
             Some(s) => s,
@@ -168,21 +178,25 @@ impl CheckedTensor {
     }
 
     /// The data pointer as the producer sent it (the first element is at `byte_offset` from it).
+    #[inline]
     pub fn data_ptr(&self) -> *mut core::ffi::c_void {
         self.raw().data
     }
 
     /// Bytes from [`CheckedTensor::data_ptr`] to the first element.
+    #[inline]
     pub fn byte_offset(&self) -> u64 {
         self.raw().byte_offset
     }
 
     /// The number of elements (the product of the shape).
+    #[inline]
     pub fn len(&self) -> usize {
         self.elements
     }
 
     /// Whether the tensor has no elements.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.elements == 0
     }
@@ -199,6 +213,7 @@ impl CheckedTensor {
 
     /// Whether the host can read the memory in place: the device type is CPU, CUDA/ROCm pinned
     /// or CUDA managed memory, or a device hook said so in [`ManagedTensor::verify_device`].
+    #[inline]
     pub fn is_host_accessible(&self) -> bool {
         self.host_accessible
     }
@@ -267,6 +282,7 @@ impl CheckedTensor {
         Ok(view.to_vec())
     }
 
+    #[inline]
     fn check_dtype<T: Element>(&self) -> Result<(), Error> {
         if self.dtype() != T::DTYPE {
             return Err(Error::DataTypeMismatch {
@@ -277,6 +293,7 @@ impl CheckedTensor {
         Ok(())
     }
 
+    #[inline]
     fn first_element_address(&self) -> Result<usize, Error> {
         let t = self.raw();
         (t.data.addr())
@@ -287,6 +304,7 @@ impl CheckedTensor {
     }
 
     /// The first element as a `*const T`, after the checks every typed view needs.
+    #[inline]
     fn typed_base<T: Element>(&self) -> Result<*const T, Error> {
         self.check_dtype::<T>()?;
         if !self.host_accessible {
@@ -481,50 +499,46 @@ pub(crate) fn strides_are_disjoint(shape: &[i64], strides: &[i64]) -> bool {
 /// Computes the reachable byte span of a tensor with elements, with checked arithmetic.
 fn reach(t: &DLTensor, shape: &[i64], strides: &[i64], flags: Flags) -> Result<Span, Error> {
     let overflow = |what: String| Error::Overflow { what };
+    let too_far = || {
+        overflow(format!(
+            "the strides {strides:?} of shape {shape:?} reach too far"
+        ))
+    };
     let dtype = t.dtype;
-    let base = (t.data.addr() as u128) + u128::from(t.byte_offset);
-    let (lo_bits, hi_bits): (i128, i128) =
-        if !dtype.is_byte_sized() && !flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED) {
-            // Packed sub-byte elements: only the compact row-major layout is defined.
-            if !is_row_major(shape, strides) {
-                return Err(Error::StridedSubByte { dtype });
-            }
-            let count = element_count(shape)? as i128;
-            (0, count * i128::from(dtype.element_bits()))
-        } else {
-            let elem = dtype.element_bytes() as i128 * 8;
-            let (mut lo, mut hi) = (0i128, 0i128);
-            for (axis, (&d, &s)) in shape.iter().zip(strides).enumerate() {
-                let term = i128::from(d - 1)
-                    .checked_mul(i128::from(s))
-                    .ok_or_else(|| {
-                        overflow(format!(
-                            "(shape[{axis}] - 1) * strides[{axis}] = ({d} - 1) * {s}"
-                        ))
-                    })?;
-                let sum = if term < 0 { &mut lo } else { &mut hi };
-                *sum = sum.checked_add(term).ok_or_else(|| {
+    // Byte offsets of the lowest reachable byte and one past the highest, relative to
+    // data + byte_offset. Any intermediate value beyond i64 means a span no address space holds,
+    // so i64 arithmetic (checked) is exact for every tensor that can be valid.
+    let (lo, hi): (i64, i64) = if !dtype.is_byte_sized()
+        && !flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED)
+    {
+        // Packed sub-byte elements: only the compact row-major layout is defined.
+        if !is_row_major(shape, strides) {
+            return Err(Error::StridedSubByte { dtype });
+        }
+        let bits = (element_count(shape)? as u64)
+            .checked_mul(u64::from(dtype.element_bits()))
+            .and_then(|b| i64::try_from(b.div_ceil(8)).ok())
+            .ok_or_else(too_far)?;
+        (0, bits)
+    } else {
+        let (mut lo, mut hi) = (0i64, 0i64);
+        for (axis, (&d, &s)) in shape.iter().zip(strides).enumerate() {
+            let term = (d - 1).checked_mul(s).ok_or_else(|| {
                     overflow(format!(
-                        "the strides {strides:?} of shape {shape:?} reach too far"
+                        "(shape[{axis}] - 1) * strides[{axis}] = ({d} - 1) * {s} overflows: the strides {strides:?} of shape {shape:?} reach too far"
                     ))
                 })?;
-            }
-            let scale = |v: i128| v.checked_mul(elem);
-            let hi_end = hi.checked_add(1).and_then(scale);
-            match (scale(lo), hi_end) {
-                (Some(l), Some(h)) => (l, h),
-                _ => {
-                    return Err(overflow(format!(
-                        "the strides {strides:?} of shape {shape:?} reach too far"
-                    )));
-                }
-            }
-        };
-    let start = (base as i128).checked_add(lo_bits.div_euclid(8));
-    let end = (base as i128).checked_add((hi_bits + 7).div_euclid(8));
-    let (Some(start), Some(end)) = (start, end) else {
-        return Err(overflow("the reachable address range".into()));
+            let sum = if term < 0 { &mut lo } else { &mut hi };
+            *sum = sum.checked_add(term).ok_or_else(too_far)?;
+        }
+        let elem = dtype.element_bytes() as i64;
+        let lo = lo.checked_mul(elem);
+        let hi = hi.checked_add(1).and_then(|h| h.checked_mul(elem));
+        (lo.ok_or_else(too_far)?, hi.ok_or_else(too_far)?)
     };
+    // Address arithmetic in i128 (additions only): data and byte_offset are each below 2^64.
+    let base = t.data.addr() as i128 + i128::from(t.byte_offset);
+    let (start, end) = (base + i128::from(lo), base + i128::from(hi));
     let fits = start >= 0 && end <= usize::MAX as i128 && end - start <= isize::MAX as i128;
     if !fits {
         return Err(overflow(format!(

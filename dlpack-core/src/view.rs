@@ -237,10 +237,11 @@ macro_rules! shared_methods {
         /// The elements in row-major order.
         pub fn iter(&self) -> impl ExactSizeIterator<Item = &T> + '_ {
             let ptr = self.raw.ptr;
-            // SAFETY: every offset is that of an in-bounds element, readable while `&self` is
-            // borrowed.
-            Offsets::new(self.raw.shape, self.raw.strides, self.raw.len)
-                .map(move |o| unsafe { &*ptr.offset(o) })
+            Offsets::new(self.raw.shape, self.raw.strides, self.raw.len).map(move |o| {
+                // SAFETY: every offset is that of an in-bounds element, readable while `&self`
+                // is borrowed.
+                unsafe { &*ptr.offset(o) }
+            })
         }
 
         /// Copies the elements into a new row-major `Vec`. Contiguous runs are copied with
@@ -356,10 +357,11 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
     /// The elements in row-major order, mutably.
     pub fn iter_mut(&mut self) -> impl ExactSizeIterator<Item = &mut T> + '_ {
         let ptr = self.raw.ptr;
-        // SAFETY: every offset is that of an in-bounds element; distinct indices reach distinct
-        // elements (checked when the view was made), so the references never alias.
-        Offsets::new(self.raw.shape, self.raw.strides, self.raw.len)
-            .map(move |o| unsafe { &mut *ptr.offset(o) })
+        Offsets::new(self.raw.shape, self.raw.strides, self.raw.len).map(move |o| {
+            // SAFETY: every offset is that of an in-bounds element; distinct indices reach
+            // distinct elements (checked when the view was made), so the references never alias.
+            unsafe { &mut *ptr.offset(o) }
+        })
     }
 
     /// Writes `values` (row-major, `len()` of them) into the view's elements.

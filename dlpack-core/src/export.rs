@@ -113,30 +113,26 @@ fn dim(len: usize) -> i64 {
     i64::try_from(len).unwrap_or(i64::MAX)
 }
 
-// SAFETY: the Vec's buffer holds `len` initialised `T`s, is valid for reads and writes, and is
-// neither moved nor freed while the Vec is alive (moving the Vec value does not move its buffer).
-unsafe impl<T: Element> Export for Vec<T> {
-    fn ndim(&self) -> usize {
-        1
-    }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape[0] = dim(self.len());
-        strides[0] = 1;
-        ExportDesc::host(self.as_mut_ptr())
-    }
+/// `Export` for owned contiguous buffers: 1-d, writable, in place.
+macro_rules! export_owned_slice {
+    ($($ty:ty),*) => {$(
+        // SAFETY: the buffer holds `len` initialised `T`s, is valid for reads and writes, and is
+        // neither moved nor freed while the owner is alive (moving the owner does not move the
+        // heap buffer).
+        unsafe impl<T: Element> Export for $ty {
+            fn ndim(&self) -> usize {
+                1
+            }
+            fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+                shape[0] = dim(self.len());
+                strides[0] = 1;
+                ExportDesc::host(self.as_mut_ptr())
+            }
+        }
+    )*};
 }
 
-// SAFETY: as for Vec: the boxed slice's buffer is initialised, writable and stays in place.
-unsafe impl<T: Element> Export for Box<[T]> {
-    fn ndim(&self) -> usize {
-        1
-    }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape[0] = dim(self.len());
-        strides[0] = 1;
-        ExportDesc::host(self.as_mut_ptr())
-    }
-}
+export_owned_slice!(Vec<T>, Box<[T]>);
 
 // SAFETY: the Arc's slice is initialised and stays in place while this Arc is alive. Other Arcs
 // may read it concurrently, so the description is read-only and no one writes through it.

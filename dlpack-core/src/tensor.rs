@@ -77,7 +77,7 @@ impl CheckedTensor {
             if !version.allows_null_strides() {
                 return Err(Error::NullStrides { ndim, version });
             }
-            Some(row_major_strides(shape)?)
+            Some(row_major_strides(shape))
         } else {
             None
         };
@@ -427,7 +427,7 @@ unsafe fn read_array<'a>(
     Ok(unsafe { core::slice::from_raw_parts(ptr, len) })
 }
 
-fn row_major_strides(shape: &[i64]) -> Result<Box<[i64]>, Error> {
+fn row_major_strides(shape: &[i64]) -> Box<[i64]> {
     let mut strides = vec![0i64; shape.len()].into_boxed_slice();
     let mut step: i64 = 1;
     for (s, &d) in strides.iter_mut().zip(shape).rev() {
@@ -436,7 +436,7 @@ fn row_major_strides(shape: &[i64]) -> Result<Box<[i64]>, Error> {
         // and let the span check report real overflow.
         step = step.saturating_mul(d.max(1));
     }
-    Ok(strides)
+    strides
 }
 
 fn element_count(shape: &[i64]) -> Result<usize, Error> {

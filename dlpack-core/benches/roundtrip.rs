@@ -67,6 +67,7 @@ mod copy_out {
                 dtype: DataType::F32,
                 device: Device::CPU,
                 flags: Default::default(),
+                allocation: None,
             }
         }
     }

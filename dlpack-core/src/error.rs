@@ -130,6 +130,16 @@ pub enum Error {
         /// The ndim asked for.
         expected: usize,
     },
+    /// A dimension size or stride does not fit the Rust type asked to hold it (a negative
+    /// stride for `usize`, say).
+    DimOutOfRange {
+        /// The position in the list.
+        axis: usize,
+        /// The value found.
+        value: i64,
+        /// The Rust type asked for.
+        target: &'static str,
+    },
     /// The shape differs from the one asked for.
     ShapeMismatch {
         /// The tensor's shape.
@@ -233,6 +243,10 @@ impl fmt::Display for Error {
                 flags.0,
                 Version::CURRENT,
                 flags.unknown_bits()
+            ),
+            Error::DimOutOfRange { axis, value, target } => write!(
+                f,
+                "entry {axis} is {value}, which does not fit {target}"
             ),
             Error::BadNdim { ndim } => {
                 write!(f, "ndim = {ndim}, expected 0..={}", crate::MAX_NDIM)

@@ -14,13 +14,13 @@ use core::any::TypeId;
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use core::ptr::{self, NonNull};
-use std::sync::Arc;
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use crate::{DataType, Device, Element, Error, Flags, Version};
+use core::ops::Range;
 
 /// What a producer says about its tensor, besides shape and strides.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ExportDesc {
     /// The data pointer (`DLTensor::data`). May be NULL only if the tensor has no elements.
     pub data: *mut c_void,
@@ -32,6 +32,11 @@ pub struct ExportDesc {
     pub device: Device,
     /// [`Flags::READ_ONLY`], [`Flags::IS_COPIED`], [`Flags::IS_SUBBYTE_TYPE_PADDED`].
     pub flags: Flags,
+    /// The address range of the allocation the data lies in, when the producer knows it. The
+    /// export constructor then refuses a description that reaches outside it
+    /// ([`Error::SpanOutsideAllocation`]), so a producer that builds its layout from
+    /// user-supplied sizes cannot describe memory it does not own.
+    pub allocation: Option<Range<usize>>,
 }
 
 impl ExportDesc {
@@ -43,6 +48,7 @@ impl ExportDesc {
             dtype: T::DTYPE,
             device: Device::CPU,
             flags: Flags::empty(),
+            allocation: None,
         }
     }
 
@@ -99,6 +105,10 @@ impl ExportDesc {
 ///   anyone else meanwhile except through this tensor (shared read-only access is fine when the
 ///   description is read-only);
 /// - unless the description is read-only, that memory is valid for writes.
+///
+/// When the description names its [`ExportDesc::allocation`], the second point is asked of that
+/// range instead (it holds initialised values, stays valid, ...), and the reached elements need
+/// not be vouched for: the export constructor computes them and refuses any outside the range.
 pub unsafe trait Export: Send + 'static {
     /// The number of dimensions; called once, before the value moves into the tensor.
     fn ndim(&self) -> usize;
@@ -106,45 +116,6 @@ pub unsafe trait Export: Send + 'static {
     /// Describes the tensor, writing `ndim()` sizes into `shape` and `ndim()` strides (in
     /// elements) into `strides`. Called once, on the value at its final address.
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc;
-}
-
-/// Converts a length to an `i64` dimension (any Rust allocation's length fits).
-fn dim(len: usize) -> i64 {
-    i64::try_from(len).unwrap_or(i64::MAX)
-}
-
-/// `Export` for owned contiguous buffers: 1-d, writable, in place.
-macro_rules! export_owned_slice {
-    ($($ty:ty),*) => {$(
-        // SAFETY: the buffer holds `len` initialised `T`s, is valid for reads and writes, and is
-        // neither moved nor freed while the owner is alive (moving the owner does not move the
-        // heap buffer).
-        unsafe impl<T: Element> Export for $ty {
-            fn ndim(&self) -> usize {
-                1
-            }
-            fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-                shape[0] = dim(self.len());
-                strides[0] = 1;
-                ExportDesc::host(self.as_mut_ptr())
-            }
-        }
-    )*};
-}
-
-export_owned_slice!(Vec<T>, Box<[T]>);
-
-// SAFETY: the Arc's slice is initialised and stays in place while this Arc is alive. Other Arcs
-// may read it concurrently, so the description is read-only and no one writes through it.
-unsafe impl<T: Element> Export for Arc<[T]> {
-    fn ndim(&self) -> usize {
-        1
-    }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape[0] = dim(self.len());
-        strides[0] = 1;
-        ExportDesc::host(self.as_ptr().cast_mut()).read_only()
-    }
 }
 
 /// The two managed headers a block can start with.
@@ -260,7 +231,9 @@ unsafe fn release<H: Header, P: Export>(block: *mut u8, drop_producer: bool) {
 }
 
 /// Moves `producer` into a new block with header `H`.
-pub(crate) fn export<H: Header, P: Export>(producer: P) -> Result<NonNull<H>, Error> {
+pub(crate) fn export<H: Header, P: Export>(
+    producer: P,
+) -> Result<(NonNull<H>, Option<Range<usize>>), Error> {
     let ndim = producer.ndim();
     if ndim > crate::MAX_NDIM || i32::try_from(ndim).is_err() {
         return Err(Error::BadNdim {
@@ -314,7 +287,7 @@ pub(crate) fn export<H: Header, P: Export>(producer: P) -> Result<NonNull<H>, Er
         return Err(e);
     }
     // SAFETY: `raw` is non-null (checked after allocating) and `header` is at offset 0.
-    Ok(unsafe { NonNull::new_unchecked(header) })
+    Ok((unsafe { NonNull::new_unchecked(header) }, desc.allocation))
 }
 
 /// The deleter of every versioned block this crate exports.

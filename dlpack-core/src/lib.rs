@@ -39,7 +39,8 @@
 //!   foreign memory may hold values this crate has not heard of.
 //! - [`Element`]: the Rust scalar types a view can hold.
 //! - Export: [`Export`] (what a producer implements), [`ManagedTensor::export`] and
-//!   [`ManagedTensor::export_legacy`].
+//!   [`ManagedTensor::export_legacy`]; [`Buffer`] and [`Dims`], the parts a struct-shaped
+//!   producer (or `#[derive(DLPack)]`) is made of, and [`describe_buffer`], which joins them.
 //! - Import: [`ManagedTensor::from_raw`], [`ManagedTensor::from_raw_legacy`] and
 //!   [`BorrowedTensor`]; all dereference to [`CheckedTensor`], whose docs list every check.
 //! - Views and copies: [`TensorView`], [`TensorViewMut`], [`CheckedTensor::to_vec`].
@@ -65,6 +66,7 @@
 
 pub mod ffi;
 
+mod buffer;
 mod copy;
 mod device;
 mod dtype;
@@ -78,6 +80,7 @@ mod tensor;
 mod version;
 mod view;
 
+pub use buffer::{Buffer, Dims, describe_buffer};
 pub use device::{Device, DeviceType};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;

@@ -429,14 +429,19 @@ unsafe fn read_array<'a>(
 
 fn row_major_strides(shape: &[i64]) -> Box<[i64]> {
     let mut strides = vec![0i64; shape.len()].into_boxed_slice();
+    fill_row_major_strides(shape, &mut strides);
+    strides
+}
+
+/// Writes compact row-major strides (in elements) for `shape` into `out`.
+pub(crate) fn fill_row_major_strides(shape: &[i64], out: &mut [i64]) {
     let mut step: i64 = 1;
-    for (s, &d) in strides.iter_mut().zip(shape).rev() {
+    for (s, &d) in out.iter_mut().zip(shape).rev() {
         *s = step;
         // A stride past i64::MAX is only reachable with an empty or overflowing tensor; saturate
         // and let the span check report real overflow.
         step = step.saturating_mul(d.max(1));
     }
-    strides
 }
 
 fn element_count(shape: &[i64]) -> Result<usize, Error> {
@@ -597,20 +602,42 @@ unsafe impl Sync for ManagedTensor {}
 
 impl ManagedTensor {
     /// Moves `producer` into a new versioned managed tensor: one allocation, no copy.
+    ///
+    /// Fails if the producer's description is invalid (the same checks as on import), or
+    /// reaches outside the allocation it names; the producer is dropped then.
     pub fn export<P: Export>(producer: P) -> Result<Self, Error> {
-        let raw = export::export::<DLManagedTensorVersioned, P>(producer)?;
-        // SAFETY: a block fresh from `export` is a valid versioned managed tensor with this
-        // crate's deleter; the `Export` contract makes its description valid.
-        unsafe { Self::from_raw(raw.as_ptr()) }
+        let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
+        // SAFETY: a block fresh from `export` is a versioned managed tensor with this crate's
+        // deleter that we own. The `Export` contract makes its description valid, or (when it
+        // names an allocation) valid once `within` has checked it; validation itself only
+        // computes with the fields and never reads the data, so checking afterwards is sound.
+        unsafe { Self::from_raw(raw.as_ptr()) }?.within(allocation)
     }
 
     /// Moves `producer` into a new legacy `DLManagedTensor` (no version, no flags), for consumers
     /// that only know the pre-1.0 struct. Fails for read-only producers: the legacy struct cannot
     /// say so.
     pub fn export_legacy<P: Export>(producer: P) -> Result<Self, Error> {
-        let raw = export::export::<DLManagedTensor, P>(producer)?;
+        let (raw, allocation) = export::export::<DLManagedTensor, P>(producer)?;
         // SAFETY: as in `export`.
-        unsafe { Self::from_raw_legacy(raw.as_ptr()) }
+        unsafe { Self::from_raw_legacy(raw.as_ptr()) }?.within(allocation)
+    }
+
+    /// Refuses (and deletes) a fresh export whose reachable bytes leave its named allocation.
+    fn within(self, allocation: Option<core::ops::Range<usize>>) -> Result<Self, Error> {
+        let Some(alloc) = allocation else {
+            return Ok(self);
+        };
+        let span = self.checked.span;
+        if span.start == span.end || (alloc.start <= span.start && span.end <= alloc.end) {
+            return Ok(self);
+        }
+        Err(Error::SpanOutsideAllocation {
+            start: span.start,
+            end: span.end,
+            alloc_start: alloc.start,
+            alloc_end: alloc.end,
+        })
     }
 
     /// Takes ownership of a versioned managed tensor and validates it.
@@ -726,7 +753,9 @@ impl ManagedTensor {
                 self.forget();
                 Ok(p.as_ptr())
             }
-            Raw::Legacy(_) => Ok(export::export::<DLManagedTensorVersioned, _>(self)?.as_ptr()),
+            Raw::Legacy(_) => Ok(export::export::<DLManagedTensorVersioned, _>(self)?
+                .0
+                .as_ptr()),
         }
     }
 
@@ -739,7 +768,7 @@ impl ManagedTensor {
                 self.forget();
                 Ok(p.as_ptr())
             }
-            Raw::Versioned(_) => Ok(export::export::<DLManagedTensor, _>(self)?.as_ptr()),
+            Raw::Versioned(_) => Ok(export::export::<DLManagedTensor, _>(self)?.0.as_ptr()),
         }
     }
 
@@ -855,6 +884,7 @@ unsafe impl Export for ManagedTensor {
             dtype: self.dtype(),
             device: self.device(),
             flags: self.flags(),
+            allocation: None,
         }
     }
 }

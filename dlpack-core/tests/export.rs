@@ -339,3 +339,109 @@ fn a_producer_with_too_many_dimensions_is_refused_and_dropped() {
     assert!(matches!(err, Error::BadNdim { ndim: 1025 }), "{err}");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
+
+/// A struct-shaped producer built from a buffer and user-supplied layout fields.
+struct Strided {
+    data: Vec<i32>,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    offset: u64,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Drop for Strided {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: `describe_buffer` describes memory inside `data` only; export checks the layout
+// against the buffer's allocation. `ndim` is the shape's length, which nothing changes.
+unsafe impl Export for Strided {
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        dlpack_core::describe_buffer(
+            &mut self.data,
+            &self.shape,
+            Some(&self.strides),
+            self.offset,
+            shape,
+            strides,
+        )
+    }
+}
+
+fn strided(shape: Vec<usize>, strides: Vec<isize>, offset: u64) -> (Strided, Arc<AtomicUsize>) {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let s = Strided {
+        data: (0..12).collect(),
+        shape,
+        strides,
+        offset,
+        drops: drops.clone(),
+    };
+    (s, drops)
+}
+
+#[test]
+fn a_buffer_layout_inside_its_allocation_exports_with_its_strides() {
+    // A transposed 3x4 view of a 4x3 row-major buffer, and one with a negative stride from an
+    // offset base.
+    let (s, _) = strided(vec![3, 4], vec![1, 3], 0);
+    let t = ManagedTensor::export(s).unwrap();
+    assert_eq!(t.strides(), &[1, 3]);
+    assert_eq!(t.to_vec::<i32>().unwrap()[..4], [0, 3, 6, 9]);
+
+    let (s, _) = strided(vec![4], vec![-3], 4 * 9);
+    let t = ManagedTensor::export(s).unwrap();
+    assert_eq!(t.to_vec::<i32>().unwrap(), [9, 6, 3, 0]);
+}
+
+#[test]
+fn a_buffer_layout_reaching_outside_its_allocation_is_refused_and_dropped() {
+    let cases = [
+        (vec![13], vec![1], 0),         // one element too many
+        (vec![4, 4], vec![3, 1], 0),    // the last row runs past the end
+        (vec![12], vec![1], 4),         // the offset shifts the last element out
+        (vec![2], vec![-1], 0),         // a negative stride reaches below the start
+        (vec![usize::MAX], vec![1], 0), // a size past i64::MAX
+    ];
+    for (shape, stride, offset) in cases {
+        let (s, drops) = strided(shape.clone(), stride.clone(), offset);
+        let err = ManagedTensor::export(s).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::SpanOutsideAllocation { .. } | Error::Overflow { .. }
+            ),
+            "{shape:?} {stride:?} +{offset}: {err}"
+        );
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            1,
+            "{shape:?}: dropped exactly once"
+        );
+    }
+}
+
+#[test]
+fn dims_convert_imported_values_or_say_why_not() {
+    use dlpack_core::Dims;
+    assert_eq!(Vec::<usize>::from_dims(&[2, 3]).unwrap(), [2, 3]);
+    assert_eq!(<[isize; 2]>::from_dims(&[-1, 3]).unwrap(), [-1, 3]);
+    let err = Vec::<usize>::from_dims(&[2, -3]).unwrap_err();
+    assert_eq!(err.to_string(), "entry 1 is -3, which does not fit usize");
+    let err = <[usize; 3]>::from_dims(&[2, 3]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NdimMismatch {
+                found: 2,
+                expected: 3
+            }
+        ),
+        "{err}"
+    );
+}

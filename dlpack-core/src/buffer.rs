@@ -1,0 +1,287 @@
+//! Buffers and dimension lists: the building blocks that `#[derive(DLPack)]` and hand-written
+//! producers put together into a tensor.
+//!
+//! A [`Buffer`] is a run of elements in one allocation: `Vec<T>`, `Box<[T]>`, `Arc<[T]>`, or a
+//! device crate's buffer type. Every buffer is a one-dimensional [`Export`](crate::Export)
+//! producer by itself, and a struct that pairs a buffer with a shape (and optionally strides and
+//! a byte offset) describes any tensor inside it. The export path checks that such a description
+//! stays inside the buffer's allocation, so a shape that does not fit its buffer is an error,
+//! never an out-of-bounds read.
+//!
+//! A [`Dims`] is a list of sizes or strides: `Vec<usize>`, `[usize; N]`, `Vec<i64>`, `Box<[isize]>`
+//! and the like.
+
+use core::ops::Range;
+use std::sync::Arc;
+
+use crate::{CheckedTensor, Device, Element, Error, Export, ExportDesc, Flags};
+
+/// A run of initialised elements in one allocation, on some device.
+///
+/// Implemented here for `Vec<T>`, `Box<[T]>` and `Arc<[T]>` (read-only, since other `Arc`s may
+/// read it); device crates implement it for their buffer types, so that a struct holding one can
+/// derive DLPack. Every buffer is also a one-dimensional [`Export`] producer.
+///
+/// ```
+/// use dlpack_core::{Buffer, Device, ManagedTensor};
+///
+/// let data = vec![1u16, 2, 3];
+/// assert_eq!((data.len(), Buffer::device(&data)), (3, Device::CPU));
+/// let tensor = ManagedTensor::export(data)?; // every buffer exports as a 1-d tensor
+/// assert_eq!(tensor.shape(), &[3]);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Safety
+///
+/// For as long as the value lives and is not moved, [`Buffer::as_mut_ptr`] returns a non-NULL,
+/// element-aligned pointer to [`Buffer::len`] initialised values of `Self::Elem` in one
+/// allocation on [`Buffer::device`], which no one else writes (nor reads, unless
+/// [`Buffer::is_read_only`]); unless `is_read_only` returns `true`, that memory is valid for
+/// writes. `len`, `device` and `is_read_only` return the same values on every call.
+pub unsafe trait Buffer: Send + 'static {
+    /// The element type.
+    type Elem: Element;
+
+    /// A pointer to the first element. Called on the buffer at its final address.
+    fn as_mut_ptr(&mut self) -> *mut Self::Elem;
+
+    /// The number of elements.
+    fn len(&self) -> usize;
+
+    /// Whether the buffer has no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The device the memory lives on.
+    fn device(&self) -> Device {
+        Device::CPU
+    }
+
+    /// Whether consumers must not write the memory (it is shared).
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    /// Copies a tensor's elements, in row-major order, into a new buffer of this type.
+    ///
+    /// This is the import path's fallback when a tensor cannot be reclaimed without a copy.
+    /// Host buffers take any host-accessible tensor of their element type; device buffers
+    /// decide which devices they can copy from and report the others as errors.
+    fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error>
+    where
+        Self: Sized;
+}
+
+// SAFETY: a Vec's buffer holds `len` initialised elements in one allocation, is valid for reads
+// and writes, and does not move when the Vec does; the Vec's owner is the only one accessing it.
+unsafe impl<T: Element> Buffer for Vec<T> {
+    type Elem = T;
+    fn as_mut_ptr(&mut self) -> *mut T {
+        Vec::as_mut_ptr(self)
+    }
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+    fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
+        tensor.to_vec()
+    }
+}
+
+// SAFETY: as for Vec: a boxed slice is one allocation that does not move with the box.
+unsafe impl<T: Element> Buffer for Box<[T]> {
+    type Elem = T;
+    fn as_mut_ptr(&mut self) -> *mut T {
+        <[T]>::as_mut_ptr(self)
+    }
+    fn len(&self) -> usize {
+        <[T]>::len(self)
+    }
+    fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
+        tensor.to_vec().map(Vec::into_boxed_slice)
+    }
+}
+
+// SAFETY: the slice is initialised and stays in place while this Arc lives. Other Arcs may read
+// it concurrently, so the buffer is read-only, and no one writes it (an `Arc<[T]>` gives no
+// mutable access while shared).
+unsafe impl<T: Element + Sync> Buffer for Arc<[T]> {
+    type Elem = T;
+    fn as_mut_ptr(&mut self) -> *mut T {
+        <[T]>::as_ptr(self).cast_mut()
+    }
+    fn len(&self) -> usize {
+        <[T]>::len(self)
+    }
+    fn is_read_only(&self) -> bool {
+        true
+    }
+    fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
+        tensor.to_vec().map(Arc::from)
+    }
+}
+
+/// The address range of a buffer's elements, for [`ExportDesc::allocation`].
+pub(crate) fn allocation_of<B: Buffer>(buffer: &mut B) -> Range<usize> {
+    let start = buffer.as_mut_ptr().addr();
+    // A buffer's elements fit the address space (Buffer contract), so this cannot overflow;
+    // saturate rather than wrap all the same.
+    let bytes = buffer.len().saturating_mul(core::mem::size_of::<B::Elem>());
+    start..start.saturating_add(bytes)
+}
+
+/// Describes a buffer plus a layout over it: the description a struct pairing a buffer with a
+/// shape (and optionally strides and a byte offset) exports.
+///
+/// `shape` and `strides` (in elements, row-major when `None`) are written into `shape_out` and
+/// `strides_out`, which must have [`Dims::ndim`] entries. The description carries the buffer's
+/// allocation, so the export constructor refuses a layout that reaches outside the buffer
+/// ([`Error::SpanOutsideAllocation`]) or whose dims do not fit `i64` ([`Error::Overflow`]).
+///
+/// This is what `#[derive(DLPack)]` generates calls to; a hand-written [`Export`] for a struct
+/// with a buffer field can use it the same way.
+///
+/// ```
+/// use dlpack_core::{describe_buffer, Export, ExportDesc, ManagedTensor};
+///
+/// struct Image { pixels: Vec<u8>, hw: [usize; 2] }
+///
+/// // SAFETY: `describe_buffer` describes memory inside `pixels` only (export checks the layout
+/// // against the buffer's allocation), and `ndim` is the length of a fixed-size array.
+/// unsafe impl Export for Image {
+///     fn ndim(&self) -> usize { 2 }
+///     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+///         describe_buffer(&mut self.pixels, &self.hw, None::<&[i64; 2]>, 0, shape, strides)
+///     }
+/// }
+///
+/// let t = ManagedTensor::export(Image { pixels: vec![7; 6], hw: [2, 3] })?;
+/// assert_eq!((t.shape(), t.strides()), (&[2, 3][..], &[3, 1][..]));
+///
+/// let too_big = Image { pixels: vec![7; 6], hw: [3, 3] };
+/// assert!(ManagedTensor::export(too_big).is_err()); // 9 elements do not fit in 6
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+pub fn describe_buffer<B: Buffer, S: Dims, R: Dims>(
+    buffer: &mut B,
+    shape: &S,
+    strides: Option<&R>,
+    byte_offset: u64,
+    shape_out: &mut [i64],
+    strides_out: &mut [i64],
+) -> ExportDesc {
+    shape.write_dims(shape_out);
+    match strides {
+        Some(strides) => strides.write_dims(strides_out),
+        None => crate::tensor::fill_row_major_strides(shape_out, strides_out),
+    }
+    let allocation = allocation_of(buffer);
+    let mut flags = Flags::empty();
+    if buffer.is_read_only() {
+        flags |= Flags::READ_ONLY;
+    }
+    ExportDesc {
+        data: buffer.as_mut_ptr().cast(),
+        byte_offset,
+        dtype: B::Elem::DTYPE,
+        device: buffer.device(),
+        flags,
+        allocation: Some(allocation),
+    }
+}
+
+// Every buffer is a one-dimensional tensor over all its elements.
+// SAFETY: the description covers exactly the buffer's `len` elements (Buffer contract), carries
+// the buffer's read-only state, and names the allocation, which export checks it against.
+unsafe impl<B: Buffer> Export for B {
+    fn ndim(&self) -> usize {
+        1
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        let len = [self.len()];
+        describe_buffer(self, &len, None::<&[i64; 1]>, 0, shape, strides)
+    }
+}
+
+/// A list of dimension sizes or strides: what a shape or strides field can hold.
+///
+/// Implemented for `Vec`, `Box<[_]>` and arrays of `usize`, `isize`, `i64`, `u64`, `i32`
+/// and `u32`. Values that do not fit `i64` are written as `i64::MAX`, which the export
+/// constructor then refuses as an overflow; unsigned types refuse negative values on import.
+pub trait Dims {
+    /// The number of entries.
+    fn ndim(&self) -> usize;
+
+    /// Writes the entries into `out` (`out.len() == self.ndim()`).
+    fn write_dims(&self, out: &mut [i64]);
+
+    /// Builds a list from imported `i64` values; an error if the type cannot hold them (a
+    /// negative value in an unsigned list, a wrong length for an array).
+    fn from_dims(dims: &[i64]) -> Result<Self, Error>
+    where
+        Self: Sized;
+}
+
+fn convert<T: TryFrom<i64>>(dims: &[i64]) -> Result<Vec<T>, Error> {
+    dims.iter()
+        .enumerate()
+        .map(|(axis, &value)| {
+            T::try_from(value).map_err(|_| Error::DimOutOfRange {
+                axis,
+                value,
+                target: core::any::type_name::<T>(),
+            })
+        })
+        .collect()
+}
+
+fn write_all<T: Copy>(dims: &[T], out: &mut [i64])
+where
+    i64: TryFrom<T>,
+{
+    for (o, &d) in out.iter_mut().zip(dims) {
+        *o = i64::try_from(d).unwrap_or(i64::MAX);
+    }
+}
+
+macro_rules! dims_for {
+    ($($t:ty),*) => {$(
+        impl Dims for Vec<$t> {
+            fn ndim(&self) -> usize {
+                self.len()
+            }
+            fn write_dims(&self, out: &mut [i64]) {
+                write_all(self, out)
+            }
+            fn from_dims(dims: &[i64]) -> Result<Self, Error> {
+                convert(dims)
+            }
+        }
+        impl Dims for Box<[$t]> {
+            fn ndim(&self) -> usize {
+                self.len()
+            }
+            fn write_dims(&self, out: &mut [i64]) {
+                write_all(self, out)
+            }
+            fn from_dims(dims: &[i64]) -> Result<Self, Error> {
+                convert(dims).map(Vec::into_boxed_slice)
+            }
+        }
+        impl<const N: usize> Dims for [$t; N] {
+            fn ndim(&self) -> usize {
+                N
+            }
+            fn write_dims(&self, out: &mut [i64]) {
+                write_all(self, out)
+            }
+            fn from_dims(dims: &[i64]) -> Result<Self, Error> {
+                let v = convert::<$t>(dims)?;
+                <[$t; N]>::try_from(v).map_err(|v| Error::NdimMismatch { found: v.len(), expected: N })
+            }
+        }
+    )*};
+}
+
+dims_for!(usize, isize, i64, u64, i32, u32);

@@ -1,0 +1,1 @@
+//! cudarc <-> DLPack: CUDA memory as kDLCUDA, pointer -> device hooks and the stream handshake.

@@ -1,0 +1,1 @@
+//! `#[derive(DLPack)]` for your own tensor structs: export and import through dlpack-core.

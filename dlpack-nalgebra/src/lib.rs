@@ -1,0 +1,1 @@
+//! nalgebra <-> DLPack: zero-copy export of matrices and views of imported tensors.

@@ -1,0 +1,1 @@
+//! ndarray <-> DLPack: zero-copy export of arrays and views of imported tensors.

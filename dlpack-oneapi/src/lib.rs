@@ -1,0 +1,1 @@
+//! Level Zero USM <-> DLPack as kDLOneAPI, with USM pointer -> device hooks.

@@ -39,6 +39,11 @@ use crate::{CheckedTensor, Device, Element, Error, Export, ExportDesc, Flags};
 /// allocation on [`Buffer::device`], which no one else writes (nor reads, unless
 /// [`Buffer::is_read_only`]); unless `is_read_only` returns `true`, that memory is valid for
 /// writes. `len`, `device` and `is_read_only` return the same values on every call.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a DLPack buffer",
+    label = "a data field must hold a buffer of elements",
+    note = "buffers are `Vec<T>`, `Box<[T]>`, `Arc<[T]>` for a `T: dlpack_core::Element`, and device crates' buffer types (dlpack-cuda, dlpack-oneapi)"
+)]
 pub unsafe trait Buffer: Send + 'static {
     /// The element type.
     type Elem: Element;
@@ -64,6 +69,12 @@ pub unsafe trait Buffer: Send + 'static {
         false
     }
 
+    /// Gives the elements up as a host `Vec`, leaving the buffer empty, if this buffer is one
+    /// (or wraps one) in host memory. The default returns `None`.
+    fn take_vec(&mut self) -> Option<Vec<Self::Elem>> {
+        None
+    }
+
     /// Copies a tensor's elements, in row-major order, into a new buffer of this type.
     ///
     /// This is the import path's fallback when a tensor cannot be reclaimed without a copy.
@@ -84,6 +95,9 @@ unsafe impl<T: Element> Buffer for Vec<T> {
     fn len(&self) -> usize {
         Vec::len(self)
     }
+    fn take_vec(&mut self) -> Option<Vec<T>> {
+        Some(core::mem::take(self))
+    }
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
         tensor.to_vec()
     }
@@ -97,6 +111,9 @@ unsafe impl<T: Element> Buffer for Box<[T]> {
     }
     fn len(&self) -> usize {
         <[T]>::len(self)
+    }
+    fn take_vec(&mut self) -> Option<Vec<T>> {
+        Some(core::mem::take(self).into_vec())
     }
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
         tensor.to_vec().map(Vec::into_boxed_slice)
@@ -202,6 +219,18 @@ unsafe impl<B: Buffer> Export for B {
         let len = [self.len()];
         describe_buffer(self, &len, None::<&[i64; 1]>, 0, shape, strides)
     }
+    fn into_vec(&mut self, slot: &mut dyn core::any::Any) {
+        give_vec(self, slot)
+    }
+}
+
+/// [`Export::into_vec`] for a producer whose whole tensor is `buffer` (row-major, from its first
+/// element): moves the buffer's `Vec` into `slot` when the element types match and the buffer
+/// can give one up ([`Buffer::take_vec`]).
+pub fn give_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
+    if let Some(slot) = slot.downcast_mut::<Option<Vec<B::Elem>>>() {
+        *slot = buffer.take_vec();
+    }
 }
 
 /// A list of dimension sizes or strides: what a shape or strides field can hold.
@@ -209,6 +238,11 @@ unsafe impl<B: Buffer> Export for B {
 /// Implemented for `Vec`, `Box<[_]>` and arrays of `usize`, `isize`, `i64`, `u64`, `i32`
 /// and `u32`. Values that do not fit `i64` are written as `i64::MAX`, which the export
 /// constructor then refuses as an overflow; unsigned types refuse negative values on import.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot hold DLPack dimensions",
+    label = "a shape or strides field must be a list of integers",
+    note = "dimension lists are `Vec<_>`, `Box<[_]>` or `[_; N]` of `usize`, `isize`, `i64`, `u64`, `i32` or `u32`"
+)]
 pub trait Dims {
     /// The number of entries.
     fn ndim(&self) -> usize;

@@ -10,7 +10,7 @@
 //! give its producer back without a copy ([`ManagedTensor::reclaim`](crate::ManagedTensor::reclaim)).
 
 use core::alloc::Layout;
-use core::any::TypeId;
+use core::any::{Any, TypeId};
 use core::ffi::c_void;
 use core::mem::ManuallyDrop;
 use core::ptr::{self, NonNull};
@@ -116,6 +116,23 @@ pub unsafe trait Export: Send + 'static {
     /// Describes the tensor, writing `ndim()` sizes into `shape` and `ndim()` strides (in
     /// elements) into `strides`. Called once, on the value at its final address.
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc;
+
+    /// Hands the elements over as a `Vec`, if this producer owns them as one laid out exactly
+    /// as described: the whole `Vec`, row-major, from its first element, in host memory.
+    ///
+    /// `slot` is an `Option<Vec<T>>` (as `dyn Any`) for the element type `T` the caller wants.
+    /// If `T` is this producer's element type and it can give its `Vec` up, move the `Vec` into
+    /// the slot; the producer is then dropped right after, without its memory being used
+    /// again. Otherwise leave everything as it is. The default does nothing. (Memory given away
+    /// any other way would break the promise, below, that it stays valid while `self` lives.)
+    ///
+    /// This is how a consumer that must own a `Vec` (candle's CPU storage, say) takes the memory
+    /// of any producer without knowing its type: [`ManagedTensor::into_vec`].
+    ///
+    /// [`ManagedTensor::into_vec`]: crate::ManagedTensor::into_vec
+    fn into_vec(&mut self, slot: &mut dyn Any) {
+        let _ = slot;
+    }
 }
 
 /// The two managed headers a block can start with.
@@ -186,12 +203,15 @@ pub(crate) struct VTable {
     type_id: fn() -> TypeId,
     /// Frees a block, dropping the producer first if asked.
     release: unsafe fn(block: *mut u8, drop_producer: bool),
+    /// Asks the producer for its `Vec` ([`Export::into_vec`]).
+    into_vec: unsafe fn(block: *mut u8, slot: &mut dyn Any),
 }
 
 impl<H: Header, P: Export> Block<H, P> {
     const VTABLE: VTable = VTable {
         type_id: TypeId::of::<P>,
         release: release::<H, P>,
+        into_vec: into_vec::<H, P>,
     };
 
     /// The block's layout for `ndim` dimensions and the byte offset of its shape array.
@@ -228,6 +248,35 @@ unsafe fn release<H: Header, P: Export>(block: *mut u8, drop_producer: bool) {
         // SAFETY: the block was allocated by the global allocator with exactly this layout.
         unsafe { std::alloc::dealloc(block.cast(), layout) };
     }
+}
+
+/// Asks the producer of a block for its `Vec` ([`Export::into_vec`]).
+///
+/// # Safety
+/// `block` was returned by `export::<H, P>` (same `H` and `P`), has not been released, and no
+/// one else uses it or its producer during the call.
+unsafe fn into_vec<H: Header, P: Export>(block: *mut u8, slot: &mut dyn Any) {
+    let typed = block.cast::<Block<H, P>>();
+    // SAFETY: the block is live, of this type, with its producer inside, and nothing else
+    // references the producer during this call (caller).
+    unsafe { Export::into_vec(&mut *(*typed).producer, slot) }
+}
+
+/// Asks the producer of `header`, a live block made by [`export`], for its `Vec`. If the slot
+/// is filled, the producer's memory is no longer in use: the caller must delete the block and
+/// use neither the tensor's data nor its producer again.
+///
+/// # Safety
+/// `header` is the header of a live block made by [`export`] with header type `H` (the caller
+/// checked [`is_ours`] on its `manager_ctx`), which the caller holds exclusively and does not
+/// read the data of while this runs.
+pub(crate) unsafe fn take_vec<H: Header>(header: NonNull<H>, slot: &mut dyn Any) {
+    let prefix = header.as_ptr().cast::<Prefix<H>>();
+    // SAFETY: the caller guarantees this is one of our blocks, which starts with a Prefix<H>.
+    let vtable = unsafe { (*prefix).vtable };
+    // SAFETY: the vtable was written by `export` for this block's own (H, P); the block is live
+    // and exclusively ours (caller).
+    unsafe { (vtable.into_vec)(header.as_ptr().cast(), slot) }
 }
 
 /// Moves `producer` into a new block with header `H`.

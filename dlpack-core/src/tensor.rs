@@ -809,6 +809,64 @@ impl ManagedTensor {
         }
     }
 
+    /// Takes the elements as a `Vec<T>` without a copy, if this tensor was exported by this
+    /// workspace from a producer that owns them as one (a `Vec`, a `Box<[T]>`, an owned
+    /// standard-layout ndarray `Array`, ...); otherwise returns the tensor untouched.
+    ///
+    /// Unlike [`ManagedTensor::reclaim`], the caller need not know the producer's type: this is
+    /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The tensor must
+    /// be a CPU tensor of `T` in compact row-major order ([`Export::into_vec`] says more).
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// let boxed: Box<[f32]> = vec![1.0, 2.0].into_boxed_slice();
+    /// let address = boxed.as_ptr();
+    /// let t = ManagedTensor::export(boxed)?;
+    /// let t = t.into_vec::<u8>().unwrap_err(); // another element type: the tensor comes back
+    /// let v: Vec<f32> = t.into_vec().unwrap();
+    /// assert_eq!(v.as_ptr(), address);
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn into_vec<T: Element>(mut self) -> Result<Vec<T>, Self> {
+        if self.dtype() != T::DTYPE
+            || self.device() != Device::CPU
+            || !self.is_row_major_contiguous()
+        {
+            return Err(self);
+        }
+        let mut slot: Option<Vec<T>> = None;
+        self.ask_for_vec(&mut slot);
+        match slot {
+            Some(v) => {
+                // The producer gave its memory up: deleting the tensor now drops only what is
+                // left of it, and frees the block.
+                drop(self);
+                Ok(v)
+            }
+            None => Err(self),
+        }
+    }
+
+    /// Asks the producer of a tensor this crate exported for its `Vec` ([`Export::into_vec`]).
+    /// Once the slot is filled, the data must not be read again: only deleting is left.
+    fn ask_for_vec(&mut self, slot: &mut dyn core::any::Any) {
+        // In both arms: the live struct is readable, its `manager_ctx` marks it as a block made
+        // by `export`, and this owner holds it exclusively (`&mut self`) and reads no data
+        // meanwhile.
+        match self.raw {
+            // SAFETY: see above.
+            Raw::Versioned(p) if export::is_ours(unsafe { p.as_ref().manager_ctx }) => unsafe {
+                export::take_vec::<DLManagedTensorVersioned>(p, slot)
+            },
+            // SAFETY: see above.
+            Raw::Legacy(p) if export::is_ours(unsafe { p.as_ref().manager_ctx }) => unsafe {
+                export::take_vec::<DLManagedTensor>(p, slot)
+            },
+            _ => {}
+        }
+    }
+
     /// Forgets the raw tensor without deleting it, dropping only the owner's own data.
     fn forget(self) {
         let mut this = ManuallyDrop::new(self);
@@ -886,6 +944,11 @@ unsafe impl Export for ManagedTensor {
             flags: self.flags(),
             allocation: None,
         }
+    }
+    fn into_vec(&mut self, slot: &mut dyn core::any::Any) {
+        // A wrapped tensor of ours passes the request on; the wrapper describes the same
+        // layout, so the producer's promise covers it too.
+        self.ask_for_vec(slot);
     }
 }
 

@@ -445,3 +445,27 @@ fn dims_convert_imported_values_or_say_why_not() {
         "{err}"
     );
 }
+
+#[test]
+fn into_vec_takes_the_memory_of_any_vec_owning_producer_without_knowing_its_type() {
+    let data: Vec<f32> = (0..6).map(|i| i as f32).collect();
+    let address = data.as_ptr();
+    let t = ManagedTensor::export(data).unwrap();
+    let t = t.into_vec::<u32>().unwrap_err(); // another element type: untouched
+    let raw = t.into_raw_legacy().unwrap(); // a trip through the legacy struct
+    // SAFETY: `raw` is a live tensor we own.
+    let t = unsafe { ManagedTensor::from_raw_legacy(raw) }.unwrap();
+    let v = t.into_vec::<f32>().unwrap();
+    assert_eq!(v.as_ptr(), address);
+    assert_eq!(v, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+
+    // A producer without a Vec to give (Arc: shared), or a layout that is not the whole Vec in
+    // row-major order, keeps its tensor.
+    let t = ManagedTensor::export(Arc::<[i32]>::from(vec![1, 2])).unwrap();
+    assert_eq!(t.into_vec::<i32>().unwrap_err().len(), 2);
+    let (s, drops) = strided(vec![3, 4], vec![1, 3], 0);
+    let t = ManagedTensor::export(s).unwrap();
+    let t = t.into_vec::<i32>().unwrap_err();
+    drop(t);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}

@@ -219,15 +219,15 @@ unsafe impl<B: Buffer> Export for B {
         let len = [self.len()];
         describe_buffer(self, &len, None::<&[i64; 1]>, 0, shape, strides)
     }
-    fn into_vec(&mut self, slot: &mut dyn core::any::Any) {
-        give_vec(self, slot)
+    fn give_vec(&mut self, slot: &mut dyn core::any::Any) {
+        give_buffer_vec(self, slot)
     }
 }
 
-/// [`Export::into_vec`] for a producer whose whole tensor is `buffer` (row-major, from its first
+/// [`Export::give_vec`] for a producer whose whole tensor is `buffer` (row-major, from its first
 /// element): moves the buffer's `Vec` into `slot` when the element types match and the buffer
 /// can give one up ([`Buffer::take_vec`]).
-pub fn give_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
+pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
     if let Some(slot) = slot.downcast_mut::<Option<Vec<B::Elem>>>() {
         *slot = buffer.take_vec();
     }

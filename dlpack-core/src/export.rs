@@ -130,7 +130,7 @@ pub unsafe trait Export: Send + 'static {
     /// of any producer without knowing its type: [`ManagedTensor::into_vec`].
     ///
     /// [`ManagedTensor::into_vec`]: crate::ManagedTensor::into_vec
-    fn into_vec(&mut self, slot: &mut dyn Any) {
+    fn give_vec(&mut self, slot: &mut dyn Any) {
         let _ = slot;
     }
 }
@@ -203,15 +203,15 @@ pub(crate) struct VTable {
     type_id: fn() -> TypeId,
     /// Frees a block, dropping the producer first if asked.
     release: unsafe fn(block: *mut u8, drop_producer: bool),
-    /// Asks the producer for its `Vec` ([`Export::into_vec`]).
-    into_vec: unsafe fn(block: *mut u8, slot: &mut dyn Any),
+    /// Asks the producer for its `Vec` ([`Export::give_vec`]).
+    give_vec: unsafe fn(block: *mut u8, slot: &mut dyn Any),
 }
 
 impl<H: Header, P: Export> Block<H, P> {
     const VTABLE: VTable = VTable {
         type_id: TypeId::of::<P>,
         release: release::<H, P>,
-        into_vec: into_vec::<H, P>,
+        give_vec: give_vec::<H, P>,
     };
 
     /// The block's layout for `ndim` dimensions and the byte offset of its shape array.
@@ -250,16 +250,16 @@ unsafe fn release<H: Header, P: Export>(block: *mut u8, drop_producer: bool) {
     }
 }
 
-/// Asks the producer of a block for its `Vec` ([`Export::into_vec`]).
+/// Asks the producer of a block for its `Vec` ([`Export::give_vec`]).
 ///
 /// # Safety
 /// `block` was returned by `export::<H, P>` (same `H` and `P`), has not been released, and no
 /// one else uses it or its producer during the call.
-unsafe fn into_vec<H: Header, P: Export>(block: *mut u8, slot: &mut dyn Any) {
+unsafe fn give_vec<H: Header, P: Export>(block: *mut u8, slot: &mut dyn Any) {
     let typed = block.cast::<Block<H, P>>();
     // SAFETY: the block is live, of this type, with its producer inside, and nothing else
     // references the producer during this call (caller).
-    unsafe { Export::into_vec(&mut *(*typed).producer, slot) }
+    unsafe { Export::give_vec(&mut *(*typed).producer, slot) }
 }
 
 /// Asks the producer of `header`, a live block made by [`export`], for its `Vec`. If the slot
@@ -276,7 +276,7 @@ pub(crate) unsafe fn take_vec<H: Header>(header: NonNull<H>, slot: &mut dyn Any)
     let vtable = unsafe { (*prefix).vtable };
     // SAFETY: the vtable was written by `export` for this block's own (H, P); the block is live
     // and exclusively ours (caller).
-    unsafe { (vtable.into_vec)(header.as_ptr().cast(), slot) }
+    unsafe { (vtable.give_vec)(header.as_ptr().cast(), slot) }
 }
 
 /// Moves `producer` into a new block with header `H`.

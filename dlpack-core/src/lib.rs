@@ -80,7 +80,7 @@ mod tensor;
 mod version;
 mod view;
 
-pub use buffer::{Buffer, Dims, describe_buffer, give_vec};
+pub use buffer::{Buffer, Dims, describe_buffer, give_buffer_vec};
 pub use device::{Device, DeviceType};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;

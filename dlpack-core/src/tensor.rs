@@ -815,7 +815,7 @@ impl ManagedTensor {
     ///
     /// Unlike [`ManagedTensor::reclaim`], the caller need not know the producer's type: this is
     /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The tensor must
-    /// be a CPU tensor of `T` in compact row-major order ([`Export::into_vec`] says more).
+    /// be a CPU tensor of `T` in compact row-major order ([`Export::give_vec`] says more).
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -848,7 +848,7 @@ impl ManagedTensor {
         }
     }
 
-    /// Asks the producer of a tensor this crate exported for its `Vec` ([`Export::into_vec`]).
+    /// Asks the producer of a tensor this crate exported for its `Vec` ([`Export::give_vec`]).
     /// Once the slot is filled, the data must not be read again: only deleting is left.
     fn ask_for_vec(&mut self, slot: &mut dyn core::any::Any) {
         // In both arms: the live struct is readable, its `manager_ctx` marks it as a block made
@@ -945,7 +945,7 @@ unsafe impl Export for ManagedTensor {
             allocation: None,
         }
     }
-    fn into_vec(&mut self, slot: &mut dyn core::any::Any) {
+    fn give_vec(&mut self, slot: &mut dyn core::any::Any) {
         // A wrapped tensor of ours passes the request on; the wrapper describes the same
         // layout, so the producer's promise covers it too.
         self.ask_for_vec(slot);

@@ -212,6 +212,48 @@ impl DataType {
     /// );
     /// ```
     pub fn validate(self) -> Result<(), Error> {
+        if self.is_valid_byte_sized() {
+            return Ok(());
+        }
+        self.validate_slow()
+    }
+
+    /// Whether [`DataType::validate`] accepts this dtype and its elements are whole bytes: the
+    /// common case, answered with one table lookup and without building an error. It answers
+    /// `false` for sub-byte lanes packed into whole bytes (fp4 x 2), which the full check
+    /// handles; a unit test checks it against the full rules for every code and width.
+    #[inline]
+    pub(crate) fn is_valid_byte_sized(self) -> bool {
+        /// Per code 0..=17: bit `k` is set when `bits == 8 * k` is allowed (fp6 and fp4 are
+        /// never byte-sized on their own; opaque handles take any whole number of bytes).
+        const BYTE_WIDTHS: [u32; 18] = {
+            let mut table = [0u32; 18];
+            let mut code = 0;
+            while code < 18 {
+                if code == DataTypeCode::OPAQUE_HANDLE.0 as usize {
+                    table[code] = !1; // 8..=248 bits
+                } else if let Some(allowed) = DataTypeCode(code as u8).allowed_bits() {
+                    let mut i = 0;
+                    while i < allowed.len() {
+                        if allowed[i] % 8 == 0 {
+                            table[code] |= 1 << (allowed[i] / 8);
+                        }
+                        i += 1;
+                    }
+                }
+                code += 1;
+            }
+            table
+        };
+        let code = self.code.0 as usize;
+        code < BYTE_WIDTHS.len()
+            && self.bits.is_multiple_of(8)
+            && (BYTE_WIDTHS[code] >> (self.bits / 8)) & 1 == 1
+            && self.lanes != 0
+    }
+
+    #[cold]
+    fn validate_slow(self) -> Result<(), Error> {
         let Some(allowed) = self.code.allowed_bits() else {
             return Err(Error::UnknownDataTypeCode { code: self.code.0 });
         };
@@ -307,6 +349,23 @@ mod tests {
         ];
         for (dtype, name) in cases {
             assert_eq!(dtype.to_string(), name);
+        }
+    }
+
+    #[test]
+    fn the_byte_sized_fast_check_agrees_with_the_full_rules() {
+        for code in 0..=255u8 {
+            for bits in 0..=255u8 {
+                for lanes in [0u16, 1, 2, 3, 4, 16] {
+                    let dt = DataType::new(DataTypeCode(code), bits, lanes);
+                    let full = dt.validate_slow().is_ok() && dt.is_byte_sized();
+                    let fast = dt.is_valid_byte_sized();
+                    // The fast check never accepts what the rules refuse, and it misses only
+                    // sub-byte lanes packed into whole bytes (fp4 x 2), left to the full check.
+                    assert!(!fast || full, "{dt:?} accepted");
+                    assert!(fast || !full || bits % 8 != 0, "{dt:?} missed");
+                }
+            }
         }
     }
 

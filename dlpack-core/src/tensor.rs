@@ -51,7 +51,105 @@ impl CheckedTensor {
     /// whose `shape` and `strides` (when not NULL) point to `ndim` readable `i64`s (for any
     /// `ndim` in `0..=MAX_NDIM`), and whose data (when the tensor has elements) is an allocation
     /// holding every element the fields describe.
+    #[inline]
     pub(crate) unsafe fn new(
+        tensor: NonNull<DLTensor>,
+        version: Version,
+        flags: Flags,
+    ) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        match unsafe { Self::new_fast(tensor, version, flags) } {
+            Some(checked) => Ok(checked),
+            // SAFETY: forwarded contract.
+            None => unsafe { Self::new_full(tensor, version, flags) },
+        }
+    }
+
+    /// The common case in one pass and without building errors: a byte-sized dtype, shape and
+    /// strides present, no arithmetic overflow anywhere. It accepts only tensors that
+    /// [`CheckedTensor::new_full`] accepts, with the same result (a test compares the two over
+    /// a grid of edge cases), and leaves everything else, valid or not, to it.
+    ///
+    /// # Safety
+    /// As for [`CheckedTensor::new`].
+    #[inline]
+    unsafe fn new_fast(tensor: NonNull<DLTensor>, version: Version, flags: Flags) -> Option<Self> {
+        // SAFETY: the caller guarantees `tensor` is valid for reads.
+        let t = unsafe { tensor.as_ref() };
+        let dtype = t.dtype;
+        let ndim = usize::try_from(t.ndim).ok()?;
+        if flags.unknown_bits() != 0 || ndim > crate::MAX_NDIM || !dtype.is_valid_byte_sized() {
+            return None;
+        }
+        // Non-NULL and 8-aligned, both at once (NULL is aligned, hence the second test).
+        let arrays_ok = (t.shape.addr() | t.strides.addr()) & 7 == 0
+            && !t.shape.is_null()
+            && !t.strides.is_null();
+        if ndim > 0 && !arrays_ok {
+            return None;
+        }
+        let (shape, strides) = if ndim == 0 {
+            (&[][..], &[][..])
+        } else {
+            // SAFETY: non-NULL and aligned (checked); the caller guarantees `ndim` readable
+            // i64s behind each when they are not NULL.
+            unsafe {
+                (
+                    core::slice::from_raw_parts(t.shape, ndim),
+                    core::slice::from_raw_parts(t.strides, ndim),
+                )
+            }
+        };
+        let mut elements: usize = 1;
+        let (mut lo, mut hi) = (0i64, 0i64);
+        for (&d, &s) in shape.iter().zip(strides) {
+            elements = elements.checked_mul(usize::try_from(d).ok()?)?;
+            let term = (d - 1).checked_mul(s)?;
+            if term < 0 {
+                lo = lo.checked_add(term)?;
+            } else {
+                hi = hi.checked_add(term)?;
+            }
+        }
+        let span = if elements == 0 {
+            let start = t.data.addr();
+            Span { start, end: start }
+        } else {
+            if t.data.is_null() {
+                return None;
+            }
+            let elem = dtype.element_bytes() as i64;
+            let lo = lo.checked_mul(elem)?;
+            let hi = hi.checked_add(1)?.checked_mul(elem)?;
+            let base = t
+                .data
+                .addr()
+                .checked_add(usize::try_from(t.byte_offset).ok()?)?;
+            let start = base.checked_add_signed(isize::try_from(lo).ok()?)?;
+            let end = base.checked_add_signed(isize::try_from(hi).ok()?)?;
+            if end - start > isize::MAX as usize {
+                return None;
+            }
+            Span { start, end }
+        };
+        Some(CheckedTensor {
+            tensor,
+            version,
+            flags,
+            elements,
+            span,
+            own_strides: None,
+            host_accessible: t.device.device_type.is_host_accessible(),
+        })
+    }
+
+    /// Every check, with a precise error for each failure.
+    ///
+    /// # Safety
+    /// As for [`CheckedTensor::new`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn new_full(
         tensor: NonNull<DLTensor>,
         version: Version,
         flags: Flags,
@@ -1003,5 +1101,89 @@ impl fmt::Debug for BorrowedTensor<'_> {
         f.debug_tuple("BorrowedTensor")
             .field(&self.checked)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DataTypeCode, DeviceType};
+
+    /// The fast path accepts only what the full validation accepts, with the same result, over
+    /// a grid of edge cases for every field it reads.
+    #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "120 000 cases is hours under Miri; both paths run under Miri in the other tests"
+    )]
+    fn the_fast_path_agrees_with_the_full_validation() {
+        let dims = [-1i64, 0, 1, 2, 3, 1 << 31, i64::MAX];
+        let steps = [i64::MIN, -(1 << 40), -3, -1, 0, 1, 2, 1 << 40, i64::MAX];
+        let datas = [0usize, 0x1000, usize::MAX - 64, 3];
+        let offsets = [0u64, 4, 1 << 62, u64::MAX];
+        let dtypes = [
+            DataType::F32,
+            DataType::BOOL,
+            DataType::C128,
+            DataType::new(DataTypeCode::FLOAT4_E2M1FN, 4, 2),
+            DataType::new(DataTypeCode::FLOAT, 8, 1),
+            DataType::new(DataTypeCode::INT, 32, 0),
+        ];
+        let mut fast_accepted = 0usize;
+        let mut cases = 0usize;
+        // Shapes and strides of up to two dimensions, each from the grids above.
+        let mut layouts: Vec<(Vec<i64>, Vec<i64>)> = vec![(vec![], vec![])];
+        for &d in &dims {
+            for &s in &steps {
+                layouts.push((vec![d], vec![s]));
+                for &d2 in &[0i64, 2, i64::MAX] {
+                    for &s2 in &[-1i64, 1, i64::MAX] {
+                        layouts.push((vec![d, d2], vec![s, s2]));
+                    }
+                }
+            }
+        }
+        for (shape, strides) in &layouts {
+            for &data in &datas {
+                for &byte_offset in &offsets {
+                    for &dtype in &dtypes {
+                        for flags in [Flags::empty(), Flags(1 << 40)] {
+                            let t = DLTensor {
+                                data: core::ptr::without_provenance_mut(data),
+                                device: Device::new(DeviceType::CPU, 0),
+                                ndim: shape.len() as i32,
+                                dtype,
+                                shape: shape.as_ptr().cast_mut(),
+                                strides: strides.as_ptr().cast_mut(),
+                                byte_offset,
+                            };
+                            let nn = NonNull::from(&t);
+                            let v = Version::CURRENT;
+                            cases += 1;
+                            // SAFETY: the arrays hold ndim i64s; validation never reads data.
+                            let fast = unsafe { CheckedTensor::new_fast(nn, v, flags) };
+                            // SAFETY: as above.
+                            let full = unsafe { CheckedTensor::new_full(nn, v, flags) };
+                            if let Some(fast) = fast {
+                                fast_accepted += 1;
+                                let full = full.unwrap_or_else(|e| {
+                                    panic!("fast accepted what full refused ({e}): {t:?}")
+                                });
+                                assert_eq!(
+                                    (fast.elements, fast.span, fast.host_accessible),
+                                    (full.elements, full.span, full.host_accessible),
+                                    "{t:?}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The grid exercises both paths.
+        assert!(
+            fast_accepted > 100 && fast_accepted < cases / 2,
+            "{fast_accepted}/{cases}"
+        );
     }
 }

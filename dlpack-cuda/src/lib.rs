@@ -1,1 +1,161 @@
-//! cudarc <-> DLPack: CUDA memory as kDLCUDA, pointer -> device hooks and the stream handshake.
+//! cudarc <-> DLPack: hand cudarc device, pinned and managed memory to PyTorch, CuPy or any
+//! DLPack consumer without a copy, take their CUDA tensors back after the driver has confirmed
+//! where the memory really lives, and order the two sides' streams with an event instead of a
+//! device-wide synchronisation.
+//!
+//! The crate builds and loads on machines without a CUDA toolkit or driver: libcuda is opened at
+//! run time, and its absence is an [`Error::Runtime`] value, never a panic.
+//!
+//! ```
+//! use dlpack_core::protocol::parse_stream;
+//! use dlpack_core::{Device, DeviceHooks, ManagedTensor};
+//! use dlpack_cuda::{CudaBuffer, CudaHooks, open_device};
+//!
+//! let context = match open_device(0) {
+//!     Ok(context) => context,
+//!     Err(e) => {
+//!         // No libcuda or no GPU here: a documented error value.
+//!         assert!(e.to_string().starts_with("CUDA driver: "), "{e}");
+//!         return Ok(());
+//!     }
+//! };
+//! let stream = context.new_stream().expect("a stream");
+//! let slice = stream.clone_htod(&[1.0f32, 2.0, 3.0]).expect("upload");
+//!
+//! // Export: the slice moves into the managed tensor (kDLCUDA on device 0), no copy.
+//! let tensor = ManagedTensor::export(CudaBuffer::new(slice))?;
+//! assert_eq!(tensor.device(), Device::cuda(0));
+//!
+//! // A consumer calls `__dlpack__(stream=2)`: our stream's pending work is made visible on its
+//! // per-thread default stream by an event, without blocking the host.
+//! let hooks = CudaHooks::new(stream)?;
+//! hooks.make_ready(tensor.device(), parse_stream(tensor.device(), Some(2))?)?;
+//!
+//! // The device claim checks out with the driver, and the data comes back to the host.
+//! let mut tensor = tensor;
+//! tensor.verify_device(&hooks)?;
+//! assert_eq!(tensor.to_host_vec::<f32>(&hooks)?, [1.0, 2.0, 3.0]);
+//! # Ok::<(), dlpack_core::Error>(())
+//! ```
+//!
+//! # Map of the crate
+//!
+//! - Export: [`CudaBuffer`] (`CudaSlice<T>`, `kDLCUDA` + ordinal), [`PinnedBuffer`]
+//!   (`kDLCUDAHost`), [`ManagedBuffer`] (`kDLCUDAManaged`): dlpack-core [`Buffer`]s, so each
+//!   exports by itself, can be the data field of a derived tensor struct, and is what a derived
+//!   import copies into. [`CudaTensor`] gives any of them a shape, strides and an offset.
+//! - Hooks: [`CudaHooks`], dlpack-core's [`DeviceHooks`] for CUDA: pointer -> (device, memory
+//!   kind, allocation) with `cuPointerGetAttributes`; the stream handshake (`cuEventRecord` on
+//!   our stream, `cuStreamWaitEvent` on the consumer's); device <-> host copies.
+//! - Import: [`CudaImport`] checks a foreign tensor's claim with the hooks and copies it to or
+//!   from the host; [`DeviceView`] gives its device addresses, and [`ForeignSlice`] the same
+//!   memory as a `&CudaSlice<T>` that cudarc never frees.
+//! - Driver: [`load_driver`], [`open_device`].
+//!
+//! # Python (dlpack-pyo3) and CUDA tensors
+//!
+//! The Python layer needs nothing CUDA-specific beyond a [`CudaHooks`]:
+//!
+//! - `__dlpack__(stream=s, ...)` on a Rust CUDA tensor: `parse_stream(device, s)` (dlpack-core)
+//!   then [`DeviceHooks::make_ready`]`(device, request)` before handing out the capsule, and
+//!   [`DeviceHooks::wait_host`] when the protocol asks for host synchronisation (an export of
+//!   pinned or managed memory to `dl_device=(kDLCPU, 0)`). `__dlpack_device__` is the tensor's
+//!   device.
+//! - `from_dlpack(x)` of a CUDA tensor: call `x.__dlpack__(stream=hooks.consumer_stream(dev))`
+//!   with `dev` from `x.__dlpack_device__()`, then [`CudaImport::new`] (or
+//!   [`ManagedTensor::verify_device`] with the hooks) on the tensor it returns.
+//!
+//! # Loading the driver
+//!
+//! cudarc 0.19 with `dynamic-loading` panics on the first driver call when libcuda is missing,
+//! and when a function's symbol is. This crate calls the driver only after [`load_driver`] has
+//! checked, once per process, that libcuda opens (`is_culib_present`), that it exports every
+//! symbol this crate reaches, directly or through the cudarc functions it calls, and that
+//! `cuInit` succeeds. So no cudarc panic is reachable through this crate's API and no
+//! `catch_unwind` is needed (which would not help in `panic = "abort"` builds anyway). cudarc
+//! functions you call yourself are yours to guard: call [`open_device`] instead of
+//! `CudaContext::new`, and cudarc's other constructors only with a context in hand.
+//!
+//! The binding is cudarc's CUDA 12.8 API (feature `cuda-12080`), loaded function by function,
+//! so any driver from CUDA 11.4 on serves every call this crate makes.
+//!
+//! # Limits
+//!
+//! - Stream handles from consumers are trusted, as the DLPack protocol has it: a value that is
+//!   not a live stream reaches the driver as such.
+//! - The handshake is one-way: a consumer that still has work queued on the memory when it
+//!   calls the deleter must order that itself (DLPack has no way to say so); the memory is then
+//!   freed on the producer's stream.
+//! - Strided device tensors are gathered through the host (one copy of the reachable span), as
+//!   no kernels ship with this crate.
+//!
+//! # Status of the GPU tests
+//!
+//! Without a GPU the normal tests run the hook logic against a fake driver (claims, memory
+//! kinds, spans, stream values, the event handshake, strided copies) and the no-driver path.
+//! The GPU suite (`tests/gpu.rs`, run with `DLPACK_TEST_CUDA=1`) was written on a machine
+//! without a GPU and has not been run yet; until it has, everything that needs a real driver
+//! (the `sys` calls, cudarc interop, pointer attributes of real allocations) is unverified.
+//!
+//! [`Buffer`]: dlpack_core::Buffer
+//! [`DeviceHooks`]: dlpack_core::DeviceHooks
+//! [`DeviceHooks::make_ready`]: dlpack_core::DeviceHooks::make_ready
+//! [`DeviceHooks::wait_host`]: dlpack_core::DeviceHooks::wait_host
+//! [`Error::Runtime`]: dlpack_core::Error::Runtime
+//! [`ManagedTensor::verify_device`]: dlpack_core::ManagedTensor::verify_device
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("dlpack-cuda needs a 64-bit target: CUDA device addresses are 64 bits wide");
+
+mod driver;
+mod export;
+mod hooks;
+mod import;
+
+#[cfg(test)]
+mod fake_driver;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+pub use cudarc;
+use cudarc::driver::CudaContext;
+use dlpack_core::Error;
+
+pub use export::{CudaBuffer, CudaTensor, ManagedBuffer, PinnedBuffer};
+pub use hooks::CudaHooks;
+pub use import::{CudaImport, DeviceView, ForeignSlice};
+
+/// Loads the CUDA driver if it is not loaded yet: opens libcuda, checks every symbol this crate
+/// needs, and calls `cuInit`. The result is cached for the process.
+///
+/// Fails with [`Error::Runtime`] (runtime `"CUDA driver"`) when libcuda cannot be opened (the
+/// message lists the file names searched), lacks a symbol, or `cuInit` fails (no device, say).
+///
+/// ```
+/// match dlpack_cuda::load_driver() {
+///     Ok(()) => println!("CUDA driver loaded"),
+///     Err(e) => println!("no CUDA here: {e}"),
+/// }
+/// ```
+pub fn load_driver() -> Result<(), Error> {
+    driver::cuda_driver().map(|_| ())
+}
+
+/// The primary context of CUDA device `ordinal`, retained once per process; the guarded
+/// replacement for cudarc's `CudaContext::new`, which panics when libcuda is missing.
+///
+/// Fails with [`Error::Runtime`] when the driver cannot be loaded ([`load_driver`]) or the
+/// device cannot be opened (an ordinal beyond the device count, say).
+///
+/// ```
+/// match dlpack_cuda::open_device(0) {
+///     Ok(context) => assert_eq!(context.ordinal(), 0),
+///     Err(e) => assert!(e.to_string().starts_with("CUDA driver: ")),
+/// }
+/// ```
+pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
+    driver::cuda_driver()?.context(ordinal)
+}

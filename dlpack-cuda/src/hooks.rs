@@ -1,0 +1,340 @@
+//! [`CudaHooks`]: dlpack-core's [`DeviceHooks`] for CUDA, and the driver-independent logic
+//! behind them.
+
+use core::fmt;
+use std::sync::Arc;
+
+use cudarc::driver::CudaStream;
+use dlpack_core::protocol::StreamRequest;
+use dlpack_core::{Device, DeviceHooks, DeviceType, Error, MemoryKind, PointerInfo};
+
+use crate::driver::{
+    CudaDriver, Driver, PointerAttributes, Queue, STREAM_LEGACY, STREAM_PER_THREAD, cuda_driver,
+    memory_type, runtime_error,
+};
+
+/// Whether `device_type` is one of the three CUDA memory types DLPack names.
+pub(crate) const fn is_cuda(device_type: DeviceType) -> bool {
+    matches!(
+        device_type,
+        DeviceType::CUDA | DeviceType::CUDA_HOST | DeviceType::CUDA_MANAGED
+    )
+}
+
+/// A stream handle with the null stream written as the legacy default stream it stands for (the
+/// driver API's null stream is the legacy one).
+const fn normalise(handle: usize) -> usize {
+    if handle == 0 { STREAM_LEGACY } else { handle }
+}
+
+/// Turns what `cuPointerGetAttributes` reported for `address` into a [`PointerInfo`].
+///
+/// Managed memory is reported as [`MemoryKind::Managed`] on `cuda:<ordinal>`, device memory as
+/// [`MemoryKind::Device`] on `cuda:<ordinal>`, page-locked host memory as
+/// [`MemoryKind::HostPinned`] on `cuda_host:0` (DLPack numbers pinned memory 0). A pointer the
+/// driver does not know (memory type 0: pageable host memory, or no memory at all) is
+/// [`Error::UnknownPointer`]; a CUDA array is a runtime error, since it is not linear memory.
+pub(crate) fn classify(
+    claimed: Device,
+    address: usize,
+    attributes: PointerAttributes,
+) -> Result<PointerInfo, Error> {
+    let kind = match attributes.memory_type {
+        memory_type::UNKNOWN => return Err(Error::UnknownPointer { claimed, address }),
+        _ if attributes.is_managed => MemoryKind::Managed,
+        memory_type::HOST => MemoryKind::HostPinned,
+        memory_type::DEVICE => MemoryKind::Device,
+        memory_type::UNIFIED => MemoryKind::Managed,
+        memory_type::ARRAY => {
+            return Err(runtime_error(format!(
+                "the driver reports {address:#x} (claimed as {claimed}) as a CUDA array, which is opaque, not linear memory; expected device, pinned host or managed memory"
+            )));
+        }
+        other => {
+            return Err(runtime_error(format!(
+                "cuPointerGetAttributes reports memory type {other} for {address:#x} (claimed as {claimed}); expected 1 (host), 2 (device) or 4 (unified)"
+            )));
+        }
+    };
+    let device = match kind {
+        MemoryKind::HostPinned | MemoryKind::Host => Device::new(DeviceType::CUDA_HOST, 0),
+        MemoryKind::Device | MemoryKind::Managed => Device::cuda(attributes.ordinal),
+    };
+    let allocation = (attributes.range_size > 0).then(|| {
+        attributes.range_start..attributes.range_start.saturating_add(attributes.range_size)
+    });
+    Ok(PointerInfo {
+        device,
+        kind,
+        allocation,
+    })
+}
+
+/// The hook logic over any [`Driver`]: [`CudaHooks`] over the real driver, the tests over a
+/// fake one.
+pub(crate) struct HookLogic<D: Driver> {
+    driver: D,
+    /// At most one per device ordinal; the first also serves pinned and managed memory.
+    streams: Vec<D::Stream>,
+}
+
+impl<D: Driver> HookLogic<D> {
+    pub(crate) fn new(driver: D) -> Self {
+        HookLogic {
+            driver,
+            streams: Vec::new(),
+        }
+    }
+
+    pub(crate) fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// Adds the stream of one more device.
+    pub(crate) fn add_stream(&mut self, stream: D::Stream) -> Result<(), Error> {
+        let ordinal = self.driver.stream_ordinal(&stream);
+        if self
+            .streams
+            .iter()
+            .any(|s| self.driver.stream_ordinal(s) == ordinal)
+        {
+            return Err(runtime_error(format!(
+                "a stream for cuda:{ordinal} is already configured; expected at most one stream per device"
+            )));
+        }
+        self.streams.push(stream);
+        Ok(())
+    }
+
+    /// The configured stream for `device`: the one of its ordinal for `kDLCUDA`, the first one
+    /// for pinned and managed memory (which DLPack numbers 0 whatever device wrote it).
+    pub(crate) fn stream(&self, device: Device) -> Option<&D::Stream> {
+        if device.device_type == DeviceType::CUDA {
+            self.streams
+                .iter()
+                .find(|s| self.driver.stream_ordinal(s) == device.device_id)
+        } else {
+            self.streams.first()
+        }
+    }
+
+    /// Where work for `device` is queued: its stream, else the legacy default stream of its
+    /// primary context (device 0 for pinned and managed memory without a stream).
+    pub(crate) fn queue(&self, device: Device) -> Queue<'_, D::Stream> {
+        match self.stream(device) {
+            Some(stream) => Queue {
+                ordinal: self.driver.stream_ordinal(stream),
+                stream: Some(stream),
+            },
+            None => Queue {
+                ordinal: if device.device_type == DeviceType::CUDA {
+                    device.device_id
+                } else {
+                    0
+                },
+                stream: None,
+            },
+        }
+    }
+
+    /// The queue's stream handle, the null stream written as the legacy one.
+    fn handle(&self, queue: Queue<'_, D::Stream>) -> usize {
+        queue
+            .stream
+            .map_or(STREAM_LEGACY, |s| normalise(self.driver.stream_handle(s)))
+    }
+
+    /// The `stream=` value this side passes to a producer's `__dlpack__` for a tensor on
+    /// `device`: its stream for that device (1 for the legacy default stream, 2 for the
+    /// per-thread one), or 1 when none is configured.
+    pub(crate) fn consumer_stream(&self, device: Device) -> Result<i64, Error> {
+        match self.handle(self.queue(device)) {
+            STREAM_LEGACY => Ok(1),
+            STREAM_PER_THREAD => Ok(2),
+            handle => i64::try_from(handle).map_err(|_| Error::Overflow {
+                what: format!(
+                    "the stream handle {handle:#x} does not fit a Python int stream argument (i64)"
+                ),
+            }),
+        }
+    }
+
+    fn check_handled(&self, device: Device) -> Result<(), Error> {
+        if is_cuda(device.device_type) {
+            Ok(())
+        } else {
+            Err(Error::NoHook { device })
+        }
+    }
+}
+
+impl<D: Driver> DeviceHooks for HookLogic<D> {
+    fn handles(&self, device_type: DeviceType) -> bool {
+        is_cuda(device_type)
+    }
+
+    fn resolve(&self, claimed: Device, address: usize) -> Result<PointerInfo, Error> {
+        self.check_handled(claimed)?;
+        let attributes = self.driver.pointer_attributes(address)?;
+        classify(claimed, address, attributes)
+    }
+
+    fn make_ready(&self, device: Device, stream: StreamRequest) -> Result<(), Error> {
+        self.check_handled(device)?;
+        let consumer = match stream {
+            StreamRequest::NoSync => return Ok(()),
+            StreamRequest::Default | StreamRequest::LegacyDefault => STREAM_LEGACY,
+            StreamRequest::PerThreadDefault => STREAM_PER_THREAD,
+            StreamRequest::Handle(handle) => normalise(handle),
+        };
+        let queue = self.queue(device);
+        if consumer == self.handle(queue) {
+            // One stream: its own order already puts the consumer's work after ours.
+            return Ok(());
+        }
+        let event = self.driver.create_event(queue)?;
+        let ordered = self
+            .driver
+            .record_event(queue, event)
+            .and_then(|()| self.driver.wait_event(queue, consumer, event));
+        // Destroyed whatever happened: a wait already enqueued keeps the event alive in the
+        // driver until it is over.
+        let destroyed = self.driver.destroy_event(queue, event);
+        ordered.and(destroyed)
+    }
+
+    fn wait_host(&self, device: Device) -> Result<(), Error> {
+        self.check_handled(device)?;
+        self.driver.synchronize(self.queue(device))
+    }
+
+    unsafe fn copy_to_host(&self, device: Device, src: usize, dst: &mut [u8]) -> Result<(), Error> {
+        self.check_handled(device)?;
+        // SAFETY: forwarded contract: `src..src + dst.len()` is readable memory of `device`.
+        unsafe { self.driver.copy_to_host(self.queue(device), src, dst) }
+    }
+
+    unsafe fn copy_from_host(&self, device: Device, src: &[u8], dst: usize) -> Result<(), Error> {
+        self.check_handled(device)?;
+        // SAFETY: forwarded contract: `dst..dst + src.len()` is writable memory of `device` that
+        // no one else uses meanwhile.
+        unsafe { self.driver.copy_from_host(self.queue(device), src, dst) }
+    }
+}
+
+/// dlpack-core's [`DeviceHooks`] for CUDA: resolves pointers with `cuPointerGetAttributes`,
+/// makes data ready on a consumer's stream with an event, and copies between device and host.
+///
+/// The hooks know the streams this side works on, at most one per device ([`CudaHooks::new`],
+/// [`CudaHooks::with_stream`]); a device without one uses the legacy default stream of its
+/// primary context ([`CudaHooks::on_default_streams`] configures none). That stream plays two
+/// parts:
+///
+/// - **Producing** (a Rust tensor handed to PyTorch, CuPy, ...): the pending writes to exported
+///   memory must be queued on it. [`DeviceHooks::make_ready`] records an event there and makes
+///   the consumer's stream wait on it: no host blocking, no `cuCtxSynchronize`. The stream
+///   numbers follow the Python protocol ([`dlpack_core::protocol::parse_stream`] reads them):
+///   `-1` no synchronisation, `None` and `1` the legacy default stream, `2` the per-thread
+///   default stream, larger values a `cudaStream_t`; `0` is refused by `parse_stream`.
+/// - **Consuming** (a foreign tensor imported): pass [`CudaHooks::consumer_stream`] as the
+///   `stream=` argument of the producer's `__dlpack__`, so the producer makes the data ready on
+///   it; the copies of [`DeviceHooks::copy_to_host`] and [`DeviceHooks::copy_from_host`] run on
+///   it (and wait for it), and [`DeviceHooks::wait_host`] synchronises it.
+///
+/// Pinned (`kDLCUDAHost`) and managed (`kDLCUDAManaged`) tensors carry device id 0 whatever
+/// device wrote them; they use the first configured stream.
+///
+/// ```
+/// use dlpack_core::{Device, DeviceHooks, DeviceType};
+/// use dlpack_cuda::CudaHooks;
+///
+/// match CudaHooks::on_default_streams() {
+///     Ok(hooks) => {
+///         assert!(hooks.handles(DeviceType::CUDA_MANAGED));
+///         assert_eq!(hooks.consumer_stream(Device::cuda(0))?, 1); // the legacy default stream
+///     }
+///     // No libcuda (or no device) on this machine: an error value, never a panic.
+///     Err(e) => assert!(e.to_string().starts_with("CUDA driver: ")),
+/// }
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+pub struct CudaHooks {
+    logic: HookLogic<&'static CudaDriver>,
+}
+
+impl CudaHooks {
+    /// Hooks whose work on `stream`'s device runs on `stream`.
+    pub fn new(stream: Arc<CudaStream>) -> Result<Self, Error> {
+        Self::on_default_streams()?.with_stream(stream)
+    }
+
+    /// Hooks on no stream of their own: every device uses the legacy default stream of its
+    /// primary context. Fails if the CUDA driver cannot be loaded.
+    pub fn on_default_streams() -> Result<Self, Error> {
+        Ok(CudaHooks {
+            logic: HookLogic::new(cuda_driver()?),
+        })
+    }
+
+    /// Adds the stream of another device. Fails if a stream of that device is already set.
+    pub fn with_stream(mut self, stream: Arc<CudaStream>) -> Result<Self, Error> {
+        self.logic.add_stream(stream)?;
+        Ok(self)
+    }
+
+    /// The stream configured for `device` (for pinned and managed memory: the first one).
+    pub fn stream(&self, device: Device) -> Option<&Arc<CudaStream>> {
+        self.logic.stream(device)
+    }
+
+    /// The `stream=` argument to pass to a producer's `__dlpack__` when this side imports a
+    /// tensor on `device`: the configured stream's handle, `1` for the legacy default stream
+    /// (also when none is configured) or `2` for the per-thread one.
+    pub fn consumer_stream(&self, device: Device) -> Result<i64, Error> {
+        self.logic.consumer_stream(device)
+    }
+}
+
+impl DeviceHooks for CudaHooks {
+    fn handles(&self, device_type: DeviceType) -> bool {
+        self.logic.handles(device_type)
+    }
+    fn resolve(&self, claimed: Device, address: usize) -> Result<PointerInfo, Error> {
+        self.logic.resolve(claimed, address)
+    }
+    fn make_ready(&self, device: Device, stream: StreamRequest) -> Result<(), Error> {
+        self.logic.make_ready(device, stream)
+    }
+    fn wait_host(&self, device: Device) -> Result<(), Error> {
+        self.logic.wait_host(device)
+    }
+    unsafe fn copy_to_host(&self, device: Device, src: usize, dst: &mut [u8]) -> Result<(), Error> {
+        // SAFETY: forwarded contract.
+        unsafe { self.logic.copy_to_host(device, src, dst) }
+    }
+    unsafe fn copy_from_host(&self, device: Device, src: &[u8], dst: usize) -> Result<(), Error> {
+        // SAFETY: forwarded contract.
+        unsafe { self.logic.copy_from_host(device, src, dst) }
+    }
+}
+
+impl fmt::Debug for CudaHooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let driver = self.logic.driver();
+        let streams: Vec<String> = self
+            .logic
+            .streams
+            .iter()
+            .map(|s| {
+                format!(
+                    "cuda:{} stream {:#x}",
+                    driver.stream_ordinal(s),
+                    driver.stream_handle(s)
+                )
+            })
+            .collect();
+        f.debug_struct("CudaHooks")
+            .field("streams", &streams)
+            .finish()
+    }
+}

@@ -54,6 +54,7 @@
 //! | `half` | [`Element`] for `half::f16` and `half::bf16` |
 //! | `num-complex` | [`Element`] for `Complex<f32>` (complex64) and `Complex<f64>` (complex128) |
 //! | `float8` | [`Element`] for `float8::F8E4M3` (float8_e4m3fn, code 10) and `F8E5M2` (code 12) |
+//! | `derive` | `#[derive(DLPack)]` for your own tensor structs (the `dlpack-derive` crate) |
 //!
 //! # Safety model
 //!
@@ -91,6 +92,9 @@ pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};
 pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
 pub use version::Version;
 pub use view::{TensorView, TensorViewMut};
+
+#[cfg(feature = "derive")]
+pub use dlpack_derive::DLPack;
 
 /// The largest `ndim` an imported tensor may have. NumPy allows 64 dimensions, PyTorch 25;
 /// this bound keeps a corrupt `ndim` from making the importer read far past a shape array.

@@ -1,0 +1,70 @@
+//! Checks across fields and attributes, after parsing: which roles are present, missing or
+//! given twice, and what the struct's shape allows.
+
+use crate::ast::{Input, Style};
+use crate::attr::{Errors, Role};
+
+/// Records every mistake in how the struct's parts fit together.
+pub(crate) fn check(input: &Input<'_>, errors: &mut Errors) {
+    check_lifetimes(input, errors);
+    if input.style == Style::Tuple && input.fields.iter().all(|f| f.attrs.role.get().is_none()) {
+        errors.spanned(
+            input.ident,
+            "#[derive(DLPack)] on a tuple struct needs attributes on its fields: mark the buffer #[dlpack(data)] and the sizes #[dlpack(shape)], e.g. `struct Image(#[dlpack(data)] Vec<u8>, #[dlpack(shape)] [usize; 2]);`",
+        );
+        return;
+    }
+    for role in Role::ALL {
+        let mut with_role = input.fields.iter().filter(|f| f.role() == Some(role));
+        let Some(first) = with_role.next() else {
+            continue;
+        };
+        for again in with_role {
+            errors.at(
+                again.role_span(),
+                format_args!(
+                    "a second #[dlpack({})] field: {} already has this role, and each role goes on one field",
+                    role.key(),
+                    first.describe()
+                ),
+            );
+        }
+    }
+    if input.field(Role::Data).is_none() {
+        errors.spanned(
+            input.ident,
+            match input.style {
+                Style::Unit => "#[derive(DLPack)] needs fields: a unit struct holds no data; add a buffer field marked #[dlpack(data)] and a shape field marked #[dlpack(shape)]".to_string(),
+                _ => "missing #[dlpack(data)]: mark the field that holds the elements (a `Vec<T>`, `Box<[T]>`, `Arc<[T]>` or another `dlpack_core::Buffer`)".to_string(),
+            },
+        );
+    }
+    if input.field(Role::Shape).is_none() && input.style != Style::Unit {
+        errors.spanned(
+            input.ident,
+            "missing #[dlpack(shape)]: mark the field that holds the sizes (a `Vec<usize>`, `[usize; N]`, `Vec<i64>` or another `dlpack_core::Dims`)",
+        );
+    }
+    if let (Some(field), Some(span)) = (input.field(Role::Device), input.attrs.device.span()) {
+        errors.at(
+            span,
+            format_args!(
+                "the device is given twice: by #[dlpack(device = ...)] on the struct and by the #[dlpack(device)] field {}; keep one",
+                field.describe()
+            ),
+        );
+    }
+}
+
+/// A derived type moves into a managed tensor that outlives any borrow, so it must be `'static`.
+fn check_lifetimes(input: &Input<'_>, errors: &mut Errors) {
+    for lifetime in input.generics.lifetimes() {
+        errors.spanned(
+            &lifetime.lifetime,
+            format_args!(
+                "#[derive(DLPack)] needs a struct that owns its data: a managed tensor may outlive any borrow, so the struct cannot have the lifetime parameter `{}`",
+                lifetime.lifetime
+            ),
+        );
+    }
+}

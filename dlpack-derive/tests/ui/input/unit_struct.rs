@@ -1,0 +1,6 @@
+use dlpack_core::DLPack;
+
+#[derive(DLPack)]
+struct Nothing;
+
+fn main() {}

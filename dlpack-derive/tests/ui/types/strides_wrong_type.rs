@@ -1,0 +1,13 @@
+use dlpack_core::DLPack;
+
+#[derive(DLPack)]
+struct Matrix {
+    #[dlpack(data)]
+    values: Vec<f32>,
+    #[dlpack(shape)]
+    shape: [usize; 2],
+    #[dlpack(strides)]
+    strides: usize,
+}
+
+fn main() {}

@@ -69,8 +69,13 @@ pub unsafe trait Buffer: Send + 'static {
         false
     }
 
+    /// Whether [`Buffer::take_vec`] may give a `Vec`. Set it only for buffers whose elements
+    /// live on the heap, outside the value (see [`Export::GIVES_VEC`]). Default `false`.
+    const GIVES_VEC: bool = false;
+
     /// Gives the elements up as a host `Vec`, leaving the buffer empty, if this buffer is one
-    /// (or wraps one) in host memory. The default returns `None`.
+    /// (or wraps one) in host memory. Called only when [`Buffer::GIVES_VEC`] is `true`. The
+    /// default returns `None`.
     fn take_vec(&mut self) -> Option<Vec<Self::Elem>> {
         None
     }
@@ -89,6 +94,7 @@ pub unsafe trait Buffer: Send + 'static {
 // and writes, and does not move when the Vec does; the Vec's owner is the only one accessing it.
 unsafe impl<T: Element> Buffer for Vec<T> {
     type Elem = T;
+    const GIVES_VEC: bool = true;
     fn as_mut_ptr(&mut self) -> *mut T {
         Vec::as_mut_ptr(self)
     }
@@ -106,6 +112,7 @@ unsafe impl<T: Element> Buffer for Vec<T> {
 // SAFETY: as for Vec: a boxed slice is one allocation that does not move with the box.
 unsafe impl<T: Element> Buffer for Box<[T]> {
     type Elem = T;
+    const GIVES_VEC: bool = true;
     fn as_mut_ptr(&mut self) -> *mut T {
         <[T]>::as_mut_ptr(self)
     }
@@ -212,6 +219,7 @@ pub fn describe_buffer<B: Buffer, S: Dims, R: Dims>(
 // SAFETY: the description covers exactly the buffer's `len` elements (Buffer contract), carries
 // the buffer's read-only state, and names the allocation, which export checks it against.
 unsafe impl<B: Buffer> Export for B {
+    const GIVES_VEC: bool = B::GIVES_VEC;
     fn ndim(&self) -> usize {
         1
     }
@@ -226,8 +234,11 @@ unsafe impl<B: Buffer> Export for B {
 
 /// [`Export::give_vec`] for a producer whose whole tensor is `buffer` (row-major, from its first
 /// element): moves the buffer's `Vec` into `slot` when the element types match and the buffer
-/// can give one up ([`Buffer::take_vec`]).
+/// can give one up ([`Buffer::take_vec`]; nothing happens unless [`Buffer::GIVES_VEC`]).
 pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
+    if !B::GIVES_VEC {
+        return;
+    }
     if let Some(slot) = slot.downcast_mut::<Option<Vec<B::Elem>>>() {
         *slot = buffer.take_vec();
     }

@@ -110,8 +110,22 @@ impl ExportDesc {
 /// range instead (it holds initialised values, stays valid, ...), and the reached elements need
 /// not be vouched for: the export constructor computes them and refuses any outside the range.
 pub unsafe trait Export: Send + 'static {
+    /// Whether [`Export::give_vec`] may hand over a `Vec`; `false` (the default) means it is
+    /// never called. Set it only for producers whose elements live outside the value itself
+    /// (on the heap): calling `give_vec` borrows the value mutably, which would invalidate a
+    /// pointer to elements held inline, in the value.
+    const GIVES_VEC: bool = false;
+
     /// The number of dimensions; called once, before the value moves into the tensor.
     fn ndim(&self) -> usize;
+
+    /// Checks, before the value moves, anything its description depends on that can be wrong
+    /// (fields that disagree with each other, say), with a typed error. Called once, before
+    /// [`Export::ndim`]; when it fails the export returns its error and drops the value. The
+    /// default accepts everything. (Call it yourself first to keep the value on failure.)
+    fn check(&self) -> Result<(), Error> {
+        Ok(())
+    }
 
     /// Describes the tensor, writing `ndim()` sizes into `shape` and `ndim()` strides (in
     /// elements) into `strides`. Called once, on the value at its final address.
@@ -127,7 +141,8 @@ pub unsafe trait Export: Send + 'static {
     /// any other way would break the promise, below, that it stays valid while `self` lives.)
     ///
     /// This is how a consumer that must own a `Vec` (candle's CPU storage, say) takes the memory
-    /// of any producer without knowing its type: [`ManagedTensor::into_vec`].
+    /// of any producer without knowing its type: [`ManagedTensor::into_vec`]. It is called only
+    /// when [`Export::GIVES_VEC`] is `true`.
     ///
     /// [`ManagedTensor::into_vec`]: crate::ManagedTensor::into_vec
     fn give_vec(&mut self, slot: &mut dyn Any) {
@@ -203,15 +218,19 @@ pub(crate) struct VTable {
     type_id: fn() -> TypeId,
     /// Frees a block, dropping the producer first if asked.
     release: unsafe fn(block: *mut u8, drop_producer: bool),
-    /// Asks the producer for its `Vec` ([`Export::give_vec`]).
-    give_vec: unsafe fn(block: *mut u8, slot: &mut dyn Any),
+    /// Asks the producer for its `Vec` ([`Export::give_vec`]); `None` when it never gives one.
+    give_vec: Option<unsafe fn(block: *mut u8, slot: &mut dyn Any)>,
 }
 
 impl<H: Header, P: Export> Block<H, P> {
     const VTABLE: VTable = VTable {
         type_id: TypeId::of::<P>,
         release: release::<H, P>,
-        give_vec: give_vec::<H, P>,
+        give_vec: if P::GIVES_VEC {
+            Some(give_vec::<H, P>)
+        } else {
+            None
+        },
     };
 
     /// The block's layout for `ndim` dimensions and the byte offset of its shape array.
@@ -274,15 +293,19 @@ pub(crate) unsafe fn take_vec<H: Header>(header: NonNull<H>, slot: &mut dyn Any)
     let prefix = header.as_ptr().cast::<Prefix<H>>();
     // SAFETY: the caller guarantees this is one of our blocks, which starts with a Prefix<H>.
     let vtable = unsafe { (*prefix).vtable };
-    // SAFETY: the vtable was written by `export` for this block's own (H, P); the block is live
-    // and exclusively ours (caller).
-    unsafe { (vtable.give_vec)(header.as_ptr().cast(), slot) }
+    if let Some(give_vec) = vtable.give_vec {
+        // SAFETY: the vtable was written by `export` for this block's own (H, P); the block is
+        // live and exclusively ours (caller); the producer's elements are not inline (it set
+        // GIVES_VEC), so borrowing it mutably leaves the tensor's data pointer valid.
+        unsafe { give_vec(header.as_ptr().cast(), slot) }
+    }
 }
 
 /// Moves `producer` into a new block with header `H`.
 pub(crate) fn export<H: Header, P: Export>(
     producer: P,
 ) -> Result<(NonNull<H>, Option<Range<usize>>), Error> {
+    producer.check()?;
     let ndim = producer.ndim();
     if ndim > crate::MAX_NDIM || i32::try_from(ndim).is_err() {
         return Err(Error::BadNdim {

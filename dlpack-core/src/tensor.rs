@@ -554,8 +554,12 @@ fn element_count(shape: &[i64]) -> Result<usize, Error> {
         })
 }
 
-/// Whether `strides` are compact row-major for `shape`, ignoring axes of size 1.
+/// Whether `strides` are compact row-major for `shape`, ignoring axes of size 1. A tensor
+/// without elements is row-major whatever its strides (no element is out of order).
 pub(crate) fn is_row_major(shape: &[i64], strides: &[i64]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
     let mut expected: i64 = 1;
     for (&d, &s) in shape.iter().zip(strides).rev() {
         if d == 1 {
@@ -913,7 +917,9 @@ impl ManagedTensor {
     ///
     /// Unlike [`ManagedTensor::reclaim`], the caller need not know the producer's type: this is
     /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The tensor must
-    /// be a CPU tensor of `T` in compact row-major order ([`Export::give_vec`] says more).
+    /// be a CPU tensor of `T` in compact row-major order with `byte_offset` 0; the producer
+    /// checks the rest (that the tensor is its whole `Vec`, from the first element:
+    /// [`Export::give_vec`]).
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -929,6 +935,7 @@ impl ManagedTensor {
     pub fn into_vec<T: Element>(mut self) -> Result<Vec<T>, Self> {
         if self.dtype() != T::DTYPE
             || self.device() != Device::CPU
+            || self.byte_offset() != 0
             || !self.is_row_major_contiguous()
         {
             return Err(self);
@@ -1028,6 +1035,8 @@ impl fmt::Debug for ManagedTensor {
 // the owner is dropped (the import and export contracts); it is writable unless READ_ONLY, which
 // the description passes on. Shape and strides are copied, so `ndim()` is stable.
 unsafe impl Export for ManagedTensor {
+    // The owner holds a pointer to the tensor, never its elements.
+    const GIVES_VEC: bool = true;
     fn ndim(&self) -> usize {
         self.checked.ndim()
     }

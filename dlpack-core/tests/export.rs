@@ -469,3 +469,59 @@ fn into_vec_takes_the_memory_of_any_vec_owning_producer_without_knowing_its_type
     drop(t);
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
+
+/// A producer whose fields can disagree, refused by `check` before it moves.
+struct Checked {
+    inner: Counted,
+    ok: bool,
+}
+
+// SAFETY: delegates to `Counted`, whose description is valid.
+unsafe impl Export for Checked {
+    fn check(&self) -> Result<(), Error> {
+        if self.ok {
+            Ok(())
+        } else {
+            Err(Error::NdimMismatch {
+                found: 1,
+                expected: 2,
+            })
+        }
+    }
+    fn ndim(&self) -> usize {
+        self.inner.ndim()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        self.inner.describe(shape, strides)
+    }
+}
+
+#[test]
+fn check_refuses_a_producer_before_it_moves_and_drops_it_once() {
+    let (inner, drops) = counted(4);
+    let err = ManagedTensor::export(Checked { inner, ok: false }).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NdimMismatch {
+                found: 1,
+                expected: 2
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    let (inner, drops) = counted(4);
+    let t = ManagedTensor::export(Checked { inner, ok: true }).unwrap();
+    assert_eq!(t.shape(), &[2, 2]);
+    drop(t);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn an_empty_tensor_is_row_major_whatever_its_strides() {
+    let t = ManagedTensor::export(Vec::<f32>::new()).unwrap();
+    assert!(t.is_row_major_contiguous());
+    let (s, _) = strided(vec![2, 0, 4], vec![4, 4, 1], 0);
+    assert!(ManagedTensor::export(s).unwrap().is_row_major_contiguous());
+}

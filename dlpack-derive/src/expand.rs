@@ -225,10 +225,15 @@ fn export_impl(input: &Input<'_>, parts: &Parts<'_>) -> TokenStream {
         describe_call
     };
     // A read-only tensor keeps its `Vec`: the user asked that no consumer write it.
-    let give_vec = match input.attrs.read_only.get() {
-        Some(()) => q! { let _ = __slot; },
-        None => give_vec_body(parts),
+    let data_ty = parts.data.ty;
+    let (gives_vec, give_vec) = match input.attrs.read_only.get() {
+        Some(()) => (q! { false }, q! { let _ = __slot; }),
+        None => (
+            q! { <#data_ty as #k::Buffer>::GIVES_VEC },
+            give_vec_body(parts),
+        ),
     };
+    let check = check_body(input, parts);
     // SAFETY (of the generated `unsafe impl`): `describe` reports the data field's buffer
     // through `describe_buffer`, whose description names the buffer's allocation, so the export
     // constructor refuses any layout (shape, strides, byte offset) that reaches outside the
@@ -243,6 +248,12 @@ fn export_impl(input: &Input<'_>, parts: &Parts<'_>) -> TokenStream {
     q! {
         #[automatically_derived]
         unsafe impl #impl_generics #k::Export for #ident #ty_generics #where_clause {
+            const GIVES_VEC: ::core::primitive::bool = #gives_vec;
+
+            fn check(&self) -> ::core::result::Result<(), #k::Error> {
+                #check
+            }
+
             fn ndim(&self) -> ::core::primitive::usize {
                 <#shape_ty as #k::Dims>::ndim(&self.#shape_member)
             }
@@ -259,6 +270,54 @@ fn export_impl(input: &Input<'_>, parts: &Parts<'_>) -> TokenStream {
                 #give_vec
             }
         }
+    }
+}
+
+/// `Export::check`: the typed errors for fields that disagree (strides of another length than
+/// the shape, a device of another type than the buffer's), which `describe` can only refuse.
+fn check_body(input: &Input<'_>, parts: &Parts<'_>) -> TokenStream {
+    let k = &parts.krate;
+    let strides = parts.strides.map(|field| {
+        let (member, ty) = (&field.member, field.ty);
+        let shape = &parts.shape.member;
+        let shape_ty = parts.shape.ty;
+        q! {
+            let __found = <#ty as #k::Dims>::ndim(&self.#member);
+            let __expected = <#shape_ty as #k::Dims>::ndim(&self.#shape);
+            if __found != __expected {
+                return ::core::result::Result::Err(#k::Error::NdimMismatch {
+                    found: __found,
+                    expected: __expected,
+                });
+            }
+        }
+    });
+    let device = match (parts.device, input.attrs.device.get()) {
+        (Some(field), _) => {
+            let (member, ty) = (&field.member, field.ty);
+            Some(quote_spanned! {at(ty)=> self.#member })
+        }
+        (None, Some(expr)) => Some(quote_spanned! {at(expr)=> const { #expr } }),
+        (None, None) => None,
+    };
+    let device = device.map(|device| {
+        let data = &parts.data.member;
+        let data_ty = parts.data.ty;
+        q! {
+            let __claimed: #k::Device = #device;
+            let __actual = <#data_ty as #k::Buffer>::device(&self.#data);
+            if __claimed.device_type != __actual.device_type {
+                return ::core::result::Result::Err(#k::Error::DeviceMismatch {
+                    claimed: __claimed,
+                    actual: __actual,
+                });
+            }
+        }
+    });
+    q! {
+        #strides
+        #device
+        ::core::result::Result::Ok(())
     }
 }
 

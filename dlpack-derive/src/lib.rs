@@ -107,7 +107,9 @@
 //!   strides or byte offset that reach outside the buffer make the export fail with
 //!   `Error::SpanOutsideAllocation`, whatever values the fields hold: the impl is sound for
 //!   every value of every field, which is why the derive may write it for safe code (and why it
-//!   works in `#![forbid(unsafe_code)]` crates). `ManagedTensor::into_vec` takes the buffer's
+//!   works in `#![forbid(unsafe_code)]` crates). Fields that disagree with each other are
+//!   refused with typed errors first (`Export::check`, see Devices below).
+//!   `ManagedTensor::into_vec` takes the buffer's
 //!   `Vec` when the tensor is all of it, row-major from its first element (not for `read_only`).
 //! - `impl TryFrom<dlpack_core::ManagedTensor>` (unless `export_only`), with
 //!   `Error = dlpack_core::Error`:
@@ -133,10 +135,10 @@
 //! A `#[dlpack(device)]` field or a `#[dlpack(device = ...)]` constant can only refine it: it
 //! must name the buffer's device type, and then supplies the ordinal (a SYCL device index, say,
 //! where the buffer type cannot know how the consumer numbers devices). One naming another
-//! device type would describe memory as something it is not, so the export refuses it; as
-//! `Export::describe` cannot return an error, the refusal shows as
-//! `Error::SpanOutsideAllocation` with an empty allocation. The same holds for a strides field
-//! whose length differs from the shape's.
+//! device type would describe memory as something it is not, so the export refuses it with
+//! `Error::DeviceMismatch` (from the generated `Export::check`, which runs before the struct
+//! moves). A strides field whose length differs from the shape's is refused the same way, with
+//! `Error::NdimMismatch`.
 //!
 //! # Mistakes are compile errors
 //!

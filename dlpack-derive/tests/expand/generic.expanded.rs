@@ -12,6 +12,26 @@ const _: () = {
         ::core::primitive::u64: ::core::convert::TryFrom<u64>,
         Tensor<T, N>: ::core::marker::Send + 'static,
     {
+        const GIVES_VEC: ::core::primitive::bool = false;
+        fn check(&self) -> ::core::result::Result<(), __dlpack::Error> {
+            let __found = <[isize; N] as __dlpack::Dims>::ndim(&self.strides);
+            let __expected = <[usize; N] as __dlpack::Dims>::ndim(&self.shape);
+            if __found != __expected {
+                return ::core::result::Result::Err(__dlpack::Error::NdimMismatch {
+                    found: __found,
+                    expected: __expected,
+                });
+            }
+            let __claimed: __dlpack::Device = self.device;
+            let __actual = <Box<[T]> as __dlpack::Buffer>::device(&self.data);
+            if __claimed.device_type != __actual.device_type {
+                return ::core::result::Result::Err(__dlpack::Error::DeviceMismatch {
+                    claimed: __claimed,
+                    actual: __actual,
+                });
+            }
+            ::core::result::Result::Ok(())
+        }
         fn ndim(&self) -> ::core::primitive::usize {
             <[usize; N] as __dlpack::Dims>::ndim(&self.shape)
         }

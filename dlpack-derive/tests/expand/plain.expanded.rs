@@ -7,6 +7,12 @@ const _: () = {
         Vec<f32>: __dlpack::Buffer,
         [usize; 2]: __dlpack::Dims,
     {
+        const GIVES_VEC: ::core::primitive::bool = <Vec<
+            f32,
+        > as __dlpack::Buffer>::GIVES_VEC;
+        fn check(&self) -> ::core::result::Result<(), __dlpack::Error> {
+            ::core::result::Result::Ok(())
+        }
         fn ndim(&self) -> ::core::primitive::usize {
             <[usize; 2] as __dlpack::Dims>::ndim(&self.dims)
         }

@@ -1,0 +1,245 @@
+//! Bad input: every way an imported tensor can be wrong for an ndarray view is a typed error, and
+//! the tensor's deleter still runs exactly once, whichever API refused it.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{Data, Foreign};
+use dlpack_core::{DataType, Device, DeviceType, Error, Flags, ManagedTensor};
+use dlpack_ndarray::{AsArray, AsArrayMut, ImportedArray, IntoArray};
+use ndarray::{Array2, ArrayView2, Ix1, Ix2, Ix3, IxDyn};
+
+/// Imports a built foreign tensor, returning it with its deleter counter.
+fn import(foreign: Foreign) -> (ManagedTensor, Arc<AtomicUsize>) {
+    let built = foreign.build();
+    let deletes = built.counter();
+    // SAFETY: the fixture built a live tensor that nobody else owns.
+    let tensor = unsafe { ManagedTensor::from_raw(built.ptr) }.unwrap();
+    (tensor, deletes)
+}
+
+/// Asserts that every import API refuses `foreign` (as `T` with dimensionality `D`) with
+/// `expected`, and that each tensor is deleted exactly once.
+///
+/// `mutable_only` says whether the read-only APIs accept the tensor (read-only and overlapping
+/// tensors are fine to read).
+fn refused_everywhere<T: dlpack_core::Element, D: ndarray::Dimension + 'static>(
+    foreign: &Foreign,
+    expected: &Error,
+    mutable_only: bool,
+) {
+    refused_everywhere_with::<T, D>(foreign, |e| e == expected, mutable_only);
+}
+
+/// [`refused_everywhere`] for errors that differ between builds (they name an address):
+/// `is_expected` says whether an error is the right one.
+fn refused_everywhere_with<T: dlpack_core::Element, D: ndarray::Dimension + 'static>(
+    foreign: &Foreign,
+    is_expected: impl Fn(&Error) -> bool,
+    mutable_only: bool,
+) {
+    let check = |api: &str, result: Result<(), Error>| match result {
+        Err(e) => assert!(is_expected(&e), "{api}: unexpected error {e:?}"),
+        Ok(()) => panic!("{api} accepted a tensor it must refuse"),
+    };
+
+    // The read-only view.
+    let (tensor, deletes) = import(foreign.clone());
+    let result = tensor.as_array_view::<T, D>().map(|_| ());
+    if mutable_only {
+        assert_eq!(result, Ok(()));
+    } else {
+        check("as_array_view", result);
+    }
+    drop(tensor);
+    assert_eq!(deletes.load(Ordering::SeqCst), 1, "as_array_view");
+
+    // The mutable view.
+    let (mut tensor, deletes) = import(foreign.clone());
+    check(
+        "as_array_view_mut",
+        tensor.as_array_view_mut::<T, D>().map(|_| ()),
+    );
+    drop(tensor);
+    assert_eq!(deletes.load(Ordering::SeqCst), 1, "as_array_view_mut");
+
+    // The owning wrapper: refused at once, or (for mutable-only reasons) when asked to write.
+    let (tensor, deletes) = import(foreign.clone());
+    match ImportedArray::<T, D>::new(tensor) {
+        Ok(mut imported) => {
+            assert!(
+                mutable_only,
+                "ImportedArray::new accepted a tensor it must refuse"
+            );
+            check("ImportedArray::view_mut", imported.view_mut().map(|_| ()));
+            assert_eq!(deletes.load(Ordering::SeqCst), 0);
+            drop(imported);
+        }
+        Err(e) => {
+            assert!(
+                !mutable_only,
+                "ImportedArray::new refused a readable tensor: {e}"
+            );
+            check("ImportedArray::new", Err(e));
+        }
+    }
+    assert_eq!(deletes.load(Ordering::SeqCst), 1, "ImportedArray");
+
+    // The copies.
+    if !mutable_only {
+        let (tensor, deletes) = import(foreign.clone());
+        check("to_array", tensor.to_array::<T, D>().map(|_| ()));
+        drop(tensor);
+        assert_eq!(deletes.load(Ordering::SeqCst), 1, "to_array");
+
+        let (tensor, deletes) = import(foreign.clone());
+        check("into_array", tensor.into_array::<T, D>().map(|_| ()));
+        assert_eq!(deletes.load(Ordering::SeqCst), 1, "into_array");
+    }
+}
+
+fn floats(n: usize) -> Vec<f32> {
+    (0..n).map(|i| i as f32).collect()
+}
+
+#[test]
+fn a_dtype_mismatch_is_refused_with_both_dtypes() {
+    let foreign = Foreign::of(&floats(6), &[2, 3]);
+    let expected = Error::DataTypeMismatch {
+        found: DataType::F32,
+        expected: DataType::I32,
+    };
+    refused_everywhere::<i32, Ix2>(&foreign, &expected, false);
+    refused_everywhere::<f64, IxDyn>(
+        &foreign,
+        &Error::DataTypeMismatch {
+            found: DataType::F32,
+            expected: DataType::F64,
+        },
+        false,
+    );
+}
+
+#[test]
+fn an_ndim_mismatch_is_refused_with_both_ndims() {
+    let foreign = Foreign::of(&floats(6), &[2, 3]);
+    refused_everywhere::<f32, Ix1>(
+        &foreign,
+        &Error::NdimMismatch {
+            found: 2,
+            expected: 1,
+        },
+        false,
+    );
+    refused_everywhere::<f32, Ix3>(
+        &foreign,
+        &Error::NdimMismatch {
+            found: 2,
+            expected: 3,
+        },
+        false,
+    );
+}
+
+#[test]
+fn a_tensor_on_a_device_the_host_cannot_read_is_refused() {
+    let device = Device::new(DeviceType::CUDA, 1);
+    let foreign = Foreign::new(DataType::F32, &[2, 2])
+        .device(device)
+        .data(Data::Fake(0x10_0000));
+    refused_everywhere::<f32, Ix2>(&foreign, &Error::NotHostAccessible { device }, false);
+}
+
+#[test]
+fn misaligned_data_is_refused_with_its_address() {
+    // The first f32 sits 2 bytes into an 8-aligned buffer.
+    let foreign = Foreign::of(&floats(4), &[2, 2])
+        .byte_offset(2)
+        .buffer_words(3);
+    let built = foreign.clone().build();
+    let first = built.buffer_addr() + 2;
+    // SAFETY: the fixture built a live tensor that nobody else owns.
+    let tensor = unsafe { ManagedTensor::from_raw(built.ptr) }.unwrap();
+    assert_eq!(
+        tensor.as_array_view::<f32, Ix2>().unwrap_err(),
+        Error::Misaligned {
+            address: first,
+            align: 4
+        }
+    );
+    // Each build has its own buffer: elsewhere, check the alignment the error reports.
+    refused_everywhere_with::<f32, Ix2>(
+        &foreign,
+        |e| matches!(e, Error::Misaligned { align: 4, address } if address % 4 == 2),
+        false,
+    );
+}
+
+#[test]
+fn a_read_only_tensor_refuses_mutable_views_only() {
+    let foreign = Foreign::of(&floats(4), &[2, 2]).flags(Flags::READ_ONLY.0);
+    refused_everywhere::<f32, Ix2>(&foreign, &Error::ReadOnly, true);
+}
+
+#[test]
+fn overlapping_strides_refuse_mutable_views_only() {
+    for strides in [[0, 1], [1, 1], [1, 0]] {
+        let foreign = Foreign::of(&floats(4), &[2, 2]).with_strides(&strides);
+        let expected = Error::OverlappingStrides {
+            shape: vec![2, 2],
+            strides: strides.to_vec(),
+        };
+        refused_everywhere::<f32, Ix2>(&foreign, &expected, true);
+    }
+}
+
+#[test]
+fn an_invalid_bool_is_refused_with_its_index() {
+    let foreign = Foreign::new(DataType::BOOL, &[2, 2]).bytes(&[0, 1, 2, 0]);
+    let expected = Error::InvalidValue {
+        dtype: DataType::BOOL,
+        index: 2,
+        byte: 2,
+    };
+    refused_everywhere::<bool, Ix2>(&foreign, &expected, false);
+}
+
+/// A broadcast tensor may describe more elements than memory holds; beyond isize::MAX of them
+/// ndarray cannot index the view, so it is refused rather than built.
+#[test]
+fn more_elements_than_ndarray_can_index_are_refused() {
+    let huge = 1i64 << 62;
+    for (shape, strides) in [
+        (vec![huge, 2], vec![0, 0]),       // 2^63 elements: fits usize, not isize
+        (vec![0, huge, 4], vec![0, 0, 0]), // empty, but 2^64 along its non-empty axes
+    ] {
+        let (tensor, deletes) = import(
+            Foreign::new(DataType::U8, &shape)
+                .with_strides(&strides)
+                .buffer_words(1),
+        );
+        let err = tensor.as_array_view::<u8, IxDyn>().unwrap_err();
+        assert!(matches!(err, Error::Overflow { .. }), "{err:?}");
+        assert!(err.to_string().contains("isize::MAX"), "{err}");
+        let err = tensor.to_array::<u8, IxDyn>().unwrap_err();
+        assert!(matches!(err, Error::Overflow { .. }), "{err:?}");
+        let err = ImportedArray::<u8, IxDyn>::new(tensor).unwrap_err();
+        assert!(matches!(err, Error::Overflow { .. }), "{err:?}");
+        assert_eq!(deletes.load(Ordering::SeqCst), 1);
+    }
+}
+
+#[test]
+fn errors_say_what_was_found_and_what_was_expected() {
+    let (tensor, _) = import(Foreign::of(&floats(6), &[2, 3]));
+    let err = tensor.as_array_view::<f32, Ix3>().unwrap_err();
+    assert_eq!(err.to_string(), "the tensor has 2 dimensions, expected 3");
+    let err = tensor.as_array_view::<u8, Ix2>().unwrap_err();
+    assert_eq!(err.to_string(), "the tensor holds float32, expected uint8");
+    let ok: Result<ArrayView2<f32>, _> = tensor.as_array_view();
+    assert!(ok.is_ok());
+    let copy: Array2<f32> = tensor.to_array().unwrap();
+    assert_eq!(copy.len(), 6);
+}

@@ -1,1 +1,85 @@
-//! The Python __dlpack__ protocol both ways for pyo3 extensions, and the DLPack C exchange API.
+//! The Python `__dlpack__` protocol both ways for pyo3 extensions, and the DLPack C exchange API.
+//!
+//! Hand any Rust tensor to `numpy.from_dlpack`, `torch.from_dlpack`, `jax.numpy.from_dlpack` or
+//! `tvm_ffi.from_dlpack` with one call ([`DLPackTensor::new`]), and take any Python tensor, or a
+//! bare DLPack capsule, into Rust without a copy ([`from_dlpack`]). The result of an import is
+//! dlpack-core's [`ManagedTensor`](dlpack_core::ManagedTensor), so every adapter of the workspace (ndarray, nalgebra,
+//! candle) works on it.
+//!
+//! ```
+//! use dlpack_core::{DataType, ManagedTensor};
+//! use dlpack_pyo3::{DLPackTensor, from_dlpack, to_py_err};
+//! use pyo3::prelude::*;
+//!
+//! Python::attach(|py| -> PyResult<()> {
+//!     // Export: a Rust Vec becomes a Python object with __dlpack__ and __dlpack_device__.
+//!     let data: Vec<f32> = vec![0.5, 1.5, 2.5];
+//!     let address = data.as_ptr() as usize;
+//!     let tensor = ManagedTensor::export(data).map_err(to_py_err)?;
+//!     let object = Bound::new(py, DLPackTensor::new(tensor))?;
+//!     assert_eq!(object.call_method0("__dlpack_device__")?.extract::<(i32, i32)>()?, (1, 0));
+//!
+//!     // Python consumers call __dlpack__ and get a capsule ...
+//!     let kwargs = pyo3::types::PyDict::new(py);
+//!     kwargs.set_item("max_version", (1, 0))?;
+//!     let capsule = object.call_method("__dlpack__", (), Some(&kwargs))?;
+//!
+//!     // ... which this crate's importer takes too, without a copy.
+//!     let back = from_dlpack(&capsule)?;
+//!     assert_eq!((back.dtype(), back.data_ptr() as usize), (DataType::F32, address));
+//!     assert_eq!(back.view::<f32>().map_err(to_py_err)?.to_vec(), [0.5, 1.5, 2.5]);
+//!     Ok(())
+//! })?;
+//! # Ok::<(), PyErr>(())
+//! ```
+//!
+//! # Map of the crate
+//!
+//! - Producer: [`DLPackTensor`], a ready-made `#[pyclass]`; [`Exporter`], the state any
+//!   `#[pyclass]` can hold and delegate `__dlpack__` / `__dlpack_device__` to; [`to_capsule`]
+//!   for one call; [`export_args`] for the keyword arguments.
+//! - Consumer: [`from_dlpack`], [`from_dlpack_with`] ([`ImportOptions`]: `dl_device`, `copy`,
+//!   `stream`), and [`from_dlpack_writable`] for callers that can promise exclusive access.
+//! - The DLPack 1.3 C exchange API: [`exchange_api`], offered on [`DLPackTensor`]'s type and used
+//!   by the importer when a producer's type offers one.
+//! - Errors: [`to_py_err`], and two exception classes that also derive from the one NumPy raises
+//!   ([`exceptions`]).
+//! - [`register`] adds the class and the exceptions to an extension module.
+//!
+//! # Glue only
+//!
+//! Every protocol decision (versioned or legacy struct, `dl_device`, `copy`, what a `stream`
+//! means, which exception) is made by [`dlpack_core::protocol`] in plain Rust; this crate turns
+//! Python arguments into its inputs and carries its decisions out. Device work (stream
+//! synchronisation, copies out of device memory) goes through a [`dlpack_core::DeviceHooks`]
+//! that a device crate provides ([`Exporter::with_hooks`], [`DLPackTensor::with_hooks`]); host
+//! memory needs none.
+//!
+//! # Building an extension module
+//!
+//! Build the extension's `cdylib` with pyo3's `abi3-py39` feature (one build serves every
+//! CPython >= 3.9) and the `PYO3_BUILD_EXTENSION_MODULE` environment variable set, so that it
+//! does not link libpython. This crate's own tests embed CPython instead and link it.
+
+mod capsule;
+pub mod exceptions;
+mod exchange;
+mod export;
+mod import;
+
+pub use exceptions::to_py_err;
+pub use exchange::{exchange_api, type_exchange_api};
+pub use export::{DLPackTensor, Exporter, dlpack_device, export_args, to_capsule};
+pub use import::{ImportOptions, from_dlpack, from_dlpack_with, from_dlpack_writable};
+
+use pyo3::prelude::*;
+
+/// Adds [`DLPackTensor`] and the exception classes `DLPackStreamError` and `DLPackCapsuleError`
+/// to an extension module, so that Python code can name them.
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = module.py();
+    module.add_class::<DLPackTensor>()?;
+    module.add("DLPackStreamError", exceptions::stream_error_type(py)?)?;
+    module.add("DLPackCapsuleError", exceptions::capsule_error_type(py)?)?;
+    Ok(())
+}

@@ -1,1 +1,585 @@
-//! The Python extension module that dlpack-pyo3's Python tests import.
+//! The Python extension module that dlpack-pyo3's Python tests import, as `dlpack_testmod`.
+//!
+//! It is built as an abi3 (`abi3-py39`) extension without libpython and loaded by pytest
+//! (`dlpack-pyo3/tests/python`, run by `scripts/steps/pyo3.check.sh`):
+//!
+//! ```text
+//! PYO3_BUILD_EXTENSION_MODULE=1 cargo build -p dlpack-pyo3-testmod --release
+//! cp target/release/libdlpack_testmod.so <dir>/dlpack_testmod.abi3.so
+//! ```
+//!
+//! What it offers Python:
+//! - Rust-made tensors of any dtype, layout, device and read-only state (`from_bytes`), as
+//!   `dlpack_pyo3.DLPackTensor` objects, with counters of the buffers made and freed
+//!   (`counters`);
+//! - a fake device (any non-CPU device type, whose "device memory" is host memory) with device
+//!   hooks that log what they are asked (`hook_log`);
+//! - the Rust importer, reporting what it received (`import_report`) or reading the values
+//!   (`import_values`);
+//! - the C exchange API of any type, called from Rust (`exchange_roundtrip` and friends);
+//! - loops for the benchmark (`import_loop`).
+
+use std::collections::VecDeque;
+use std::ffi::{CStr, c_char, c_void};
+use std::ops::Range;
+use std::ptr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dlpack_core::ffi::{DLManagedTensorVersioned, DLPackExchangeAPI, DLTensor};
+use dlpack_core::protocol::StreamRequest;
+use dlpack_core::{
+    DataType, DataTypeCode, Device, DeviceHooks, DeviceType, Element, Error, Export, ExportDesc,
+    Flags, ManagedTensor, MemoryKind, PointerInfo,
+};
+use dlpack_pyo3::{DLPackTensor, ImportOptions, to_py_err};
+use num_complex::Complex;
+use pyo3::BoundObject;
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyComplex, PyDict, PyList, PyType};
+
+static CREATED: AtomicUsize = AtomicUsize::new(0);
+static DROPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// 64 bytes aligned to 64, the unit of [`TestBuffer`]'s storage (JAX imports CPU data without
+/// a copy only when it is 64-byte aligned).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// A Rust-owned buffer with a layout over it: the producer of [`from_bytes`]' tensors.
+struct TestBuffer {
+    lines: Vec<Line>,
+    bytes: usize,
+    dtype: DataType,
+    shape: Vec<i64>,
+    strides: Option<Vec<i64>>,
+    byte_offset: u64,
+    device: Device,
+    read_only: bool,
+}
+
+impl Drop for TestBuffer {
+    fn drop(&mut self) {
+        DROPPED.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+// SAFETY: describes the buffer's own lines (initialised, owned, in place while `self` lives),
+// and names them as the allocation, so the export constructor refuses any layout that reaches
+// outside them. The shape (and strides, when given, of the same length: checked in
+// `from_bytes`) never change, so `ndim` is stable.
+unsafe impl Export for TestBuffer {
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape.copy_from_slice(&self.shape);
+        match &self.strides {
+            Some(s) => strides.copy_from_slice(s),
+            None => {
+                let mut step = 1i64;
+                for (s, &d) in strides.iter_mut().zip(&self.shape).rev() {
+                    *s = step;
+                    step = step.saturating_mul(d.max(1));
+                }
+            }
+        }
+        let data = self.lines.as_mut_ptr().cast::<c_void>();
+        let start = data.addr();
+        ExportDesc {
+            data,
+            byte_offset: self.byte_offset,
+            dtype: self.dtype,
+            device: self.device,
+            flags: Flags::empty().with(Flags::READ_ONLY, self.read_only),
+            allocation: Some(Range {
+                start,
+                end: start + self.bytes,
+            }),
+        }
+    }
+}
+
+/// What the fake device's hooks were asked, oldest first.
+static HOOK_LOG: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+
+fn log_hook(entry: String) {
+    if let Ok(mut log) = HOOK_LOG.lock() {
+        log.push_back(entry);
+    }
+}
+
+/// Hooks for the fake device: every non-CPU device type, whose "device memory" is host memory
+/// that only [`from_bytes`] makes. They log each call.
+struct FakeDeviceHooks;
+
+impl DeviceHooks for FakeDeviceHooks {
+    fn handles(&self, device_type: DeviceType) -> bool {
+        device_type != DeviceType::CPU
+    }
+
+    fn resolve(&self, claimed: Device, address: usize) -> Result<PointerInfo, Error> {
+        log_hook(format!("resolve {claimed} {address:#x}"));
+        Ok(PointerInfo {
+            device: claimed,
+            kind: MemoryKind::Device,
+            allocation: None,
+        })
+    }
+
+    fn make_ready(&self, device: Device, stream: StreamRequest) -> Result<(), Error> {
+        log_hook(format!("make_ready {device} {stream:?}"));
+        Ok(())
+    }
+
+    fn wait_host(&self, device: Device) -> Result<(), Error> {
+        log_hook(format!("wait_host {device}"));
+        Ok(())
+    }
+
+    unsafe fn copy_to_host(&self, device: Device, src: usize, dst: &mut [u8]) -> Result<(), Error> {
+        log_hook(format!("copy_to_host {device} {} bytes", dst.len()));
+        // SAFETY: these hooks are attached only to tensors made by `from_bytes`, whose "device
+        // memory" is a host buffer; the caller guarantees `src..src + dst.len()` is that
+        // tensor's memory, valid for reads and not written meanwhile, and `dst` is ours.
+        unsafe { ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+}
+
+/// Makes a Rust tensor from `data` (copied into a 64-byte aligned buffer) with any dtype
+/// `(code, bits, lanes)`, shape, strides (in elements; `None`: row-major), byte offset,
+/// read-only state and device. A non-CPU device is the fake device: its memory is host memory,
+/// and `hooks=True` attaches [`FakeDeviceHooks`] to it. The layout must stay inside `data`.
+#[pyfunction]
+#[pyo3(signature = (data, dtype, shape, strides=None, byte_offset=0, read_only=false, device=(1, 0), hooks=false))]
+#[allow(clippy::too_many_arguments)]
+fn from_bytes(
+    data: &[u8],
+    dtype: (u8, u8, u16),
+    shape: Vec<i64>,
+    strides: Option<Vec<i64>>,
+    byte_offset: u64,
+    read_only: bool,
+    device: (i32, i32),
+    hooks: bool,
+) -> PyResult<DLPackTensor> {
+    if let Some(s) = &strides
+        && s.len() != shape.len()
+    {
+        return Err(PyValueError::new_err(format!(
+            "strides {s:?} do not match shape {shape:?}: expected {} entries",
+            shape.len()
+        )));
+    }
+    let mut lines = vec![Line([0; 64]); data.len().div_ceil(64)];
+    for (line, chunk) in lines.iter_mut().zip(data.chunks(64)) {
+        line.0[..chunk.len()].copy_from_slice(chunk);
+    }
+    let buffer = TestBuffer {
+        lines,
+        bytes: data.len(),
+        dtype: DataType::new(DataTypeCode(dtype.0), dtype.1, dtype.2),
+        shape,
+        strides,
+        byte_offset,
+        device: Device::new(DeviceType(device.0), device.1),
+        read_only,
+    };
+    CREATED.fetch_add(1, Ordering::SeqCst);
+    let tensor = ManagedTensor::export(buffer).map_err(to_py_err)?;
+    Ok(if hooks {
+        DLPackTensor::with_hooks(tensor, Arc::new(FakeDeviceHooks))
+    } else {
+        DLPackTensor::new(tensor)
+    })
+}
+
+/// `(buffers made, buffers freed)` by [`from_bytes`] so far.
+#[pyfunction]
+fn counters() -> (usize, usize) {
+    (
+        CREATED.load(Ordering::SeqCst),
+        DROPPED.load(Ordering::SeqCst),
+    )
+}
+
+/// The fake device hooks' calls since the last call, oldest first.
+#[pyfunction]
+fn hook_log() -> Vec<String> {
+    HOOK_LOG
+        .lock()
+        .map(|mut log| log.drain(..).collect())
+        .unwrap_or_default()
+}
+
+fn options(
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+    stream: Option<i64>,
+) -> ImportOptions {
+    ImportOptions {
+        dl_device: dl_device.map(|(t, id)| Device::new(DeviceType(t), id)),
+        copy,
+        stream,
+    }
+}
+
+/// Describes a tensor as a dict: device, dtype, shape, strides, data pointer (of the first
+/// element), byte offset, read-only, is-copied, version and struct.
+fn report<'py>(py: Python<'py>, t: &ManagedTensor) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let device = t.device();
+    let dtype = t.dtype();
+    d.set_item("device", (device.device_type.0, device.device_id))?;
+    d.set_item("dtype", (dtype.code.0, dtype.bits, dtype.lanes))?;
+    d.set_item("shape", t.shape().to_vec())?;
+    d.set_item("strides", t.strides().to_vec())?;
+    let first = t
+        .data_ptr()
+        .addr()
+        .wrapping_add(usize::try_from(t.byte_offset()).unwrap_or(usize::MAX));
+    d.set_item("data_ptr", first)?;
+    d.set_item("byte_offset", t.byte_offset())?;
+    d.set_item("read_only", t.is_read_only())?;
+    d.set_item("is_copied", t.flags().contains(Flags::IS_COPIED))?;
+    let v = t.version();
+    d.set_item("version", (v.major, v.minor))?;
+    d.set_item("legacy", t.is_legacy())?;
+    Ok(d)
+}
+
+/// Imports `obj` (any object with `__dlpack__`, or a capsule) and reports what was received,
+/// with the producer's own read-only flag.
+#[pyfunction]
+#[pyo3(signature = (obj, *, dl_device=None, copy=None, stream=None))]
+fn import_report<'py>(
+    obj: &Bound<'py, PyAny>,
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+    stream: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    // SAFETY: the tensor's fields are read and it is dropped: no view of its memory is made, so
+    // nobody can observe a write through it.
+    let tensor =
+        unsafe { dlpack_pyo3::from_dlpack_writable(obj, &options(dl_device, copy, stream)) }?;
+    report(obj.py(), &tensor)
+}
+
+/// Imports `obj` the safe way (read-only) and reports what the Rust side holds.
+#[pyfunction]
+#[pyo3(signature = (obj, *, dl_device=None, copy=None, stream=None))]
+fn import_safe_report<'py>(
+    obj: &Bound<'py, PyAny>,
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+    stream: Option<i64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let tensor = dlpack_pyo3::from_dlpack_with(obj, &options(dl_device, copy, stream))?;
+    report(obj.py(), &tensor)
+}
+
+fn values<'py, T: Element, F>(
+    py: Python<'py>,
+    t: &ManagedTensor,
+    f: F,
+) -> PyResult<Bound<'py, PyList>>
+where
+    F: Fn(Python<'py>, &T) -> PyResult<Bound<'py, PyAny>>,
+{
+    let view = t.view::<T>().map_err(to_py_err)?;
+    let items = view
+        .iter()
+        .map(|v| f(py, v))
+        .collect::<PyResult<Vec<_>>>()?;
+    PyList::new(py, items)
+}
+
+fn plain<'py, T: IntoPyObject<'py> + Copy>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
+    (*v).into_pyobject(py)
+        .map(|o| o.into_any().into_bound())
+        .map_err(Into::into)
+}
+
+/// Imports `obj` the safe way and reads every element through a typed view, in row-major
+/// order: ints, floats (float16 and bfloat16 widened), bools and complex numbers.
+#[pyfunction]
+fn import_values<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+    let py = obj.py();
+    let t = dlpack_pyo3::from_dlpack(obj)?;
+    let complex = |py, re: f64, im: f64| Ok(PyComplex::from_doubles(py, re, im).into_any());
+    match t.dtype() {
+        DataType::BOOL => values::<bool, _>(py, &t, plain),
+        DataType::I8 => values::<i8, _>(py, &t, plain),
+        DataType::I16 => values::<i16, _>(py, &t, plain),
+        DataType::I32 => values::<i32, _>(py, &t, plain),
+        DataType::I64 => values::<i64, _>(py, &t, plain),
+        DataType::U8 => values::<u8, _>(py, &t, plain),
+        DataType::U16 => values::<u16, _>(py, &t, plain),
+        DataType::U32 => values::<u32, _>(py, &t, plain),
+        DataType::U64 => values::<u64, _>(py, &t, plain),
+        DataType::F16 => values::<half::f16, _>(py, &t, |py, v| plain(py, &v.to_f64())),
+        DataType::BF16 => values::<half::bf16, _>(py, &t, |py, v| plain(py, &v.to_f64())),
+        DataType::F32 => values::<f32, _>(py, &t, plain),
+        DataType::F64 => values::<f64, _>(py, &t, plain),
+        DataType::C64 => values::<Complex<f32>, _>(py, &t, |py, v| {
+            complex(py, f64::from(v.re), f64::from(v.im))
+        }),
+        DataType::C128 => values::<Complex<f64>, _>(py, &t, |py, v| complex(py, v.re, v.im)),
+        other => Err(PyTypeError::new_err(format!(
+            "import_values reads bool, int, uint, float16/32/64, bfloat16 and complex64/128, found {other}"
+        ))),
+    }
+}
+
+/// Imports `obj` the safe way and hands the result back to Python as a new `DLPackTensor`
+/// (read-only, sharing the memory).
+#[pyfunction]
+fn reexport(obj: &Bound<'_, PyAny>) -> PyResult<DLPackTensor> {
+    Ok(DLPackTensor::new(dlpack_pyo3::from_dlpack(obj)?))
+}
+
+/// Imports `obj` `n` times, dropping each tensor at once. `route="auto"` is the importer's own
+/// choice (the C exchange API when the type offers it); `route="dlpack"` calls
+/// `__dlpack__(max_version=(1, 3))` and imports the capsule, as the importer does for types
+/// without the C API.
+#[pyfunction]
+#[pyo3(signature = (obj, n, route="auto"))]
+fn import_loop(obj: &Bound<'_, PyAny>, n: usize, route: &str) -> PyResult<()> {
+    let py = obj.py();
+    match route {
+        "auto" => {
+            for _ in 0..n {
+                drop(dlpack_pyo3::from_dlpack(obj)?);
+            }
+        }
+        "dlpack" => {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("max_version", (1, 3))?;
+            for _ in 0..n {
+                let capsule = obj.call_method("__dlpack__", (), Some(&kwargs))?;
+                drop(dlpack_pyo3::from_dlpack(&capsule)?);
+            }
+        }
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "route={other:?}: expected \"auto\" or \"dlpack\""
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn api_of(ty: &Bound<'_, PyType>) -> PyResult<&'static DLPackExchangeAPI> {
+    dlpack_pyo3::type_exchange_api(ty).ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "{} offers no usable __dlpack_c_exchange_api__",
+            ty.name().map(|n| n.to_string()).unwrap_or_default()
+        ))
+    })
+}
+
+/// The version `(major, minor)` of a type's C exchange API, or `None`.
+#[pyfunction]
+fn exchange_version(ty: &Bound<'_, PyType>) -> Option<(u32, u32)> {
+    dlpack_pyo3::type_exchange_api(ty).map(|a| (a.header.version.major, a.header.version.minor))
+}
+
+/// Takes a managed tensor out of `obj` through its type's C exchange API
+/// (`managed_tensor_from_py_object_no_sync`) and wraps it in a new object of that type
+/// (`managed_tensor_to_py_object_no_sync`).
+#[pyfunction]
+fn exchange_roundtrip<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let api = api_of(&obj.get_type())?;
+    let (Some(from), Some(to)) = (
+        api.managed_tensor_from_py_object_no_sync,
+        api.managed_tensor_to_py_object_no_sync,
+    ) else {
+        return Err(PyTypeError::new_err("the exchange API lacks a function"));
+    };
+    let mut tensor: *mut DLManagedTensorVersioned = ptr::null_mut();
+    // SAFETY: the type's own table, called with an instance of it while attached.
+    if unsafe { from(obj.as_ptr().cast(), &mut tensor) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let mut out: *mut c_void = ptr::null_mut();
+    // SAFETY: hands over the owned tensor just received; `out` is a valid out-pointer.
+    if unsafe { to(tensor, &mut out) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: on success `out` is a new strong reference to a Python object.
+    Ok(unsafe { Bound::from_owned_ptr(py, out.cast()) })
+}
+
+/// The error the allocator reported through `set_error`.
+#[derive(Default)]
+struct SetErrorSlot {
+    kind: String,
+    message: String,
+}
+
+/// The allocator's `set_error` callback: records kind and message.
+///
+/// # Safety
+/// `ctx` is a `SetErrorSlot`; `kind` and `message` are NUL-terminated strings.
+unsafe extern "C" fn set_error(ctx: *mut c_void, kind: *const c_char, message: *const c_char) {
+    // SAFETY: the context is the slot `exchange_allocate` passed; the strings are valid (API).
+    unsafe {
+        let slot = &mut *ctx.cast::<SetErrorSlot>();
+        slot.kind = CStr::from_ptr(kind).to_string_lossy().into_owned();
+        slot.message = CStr::from_ptr(message).to_string_lossy().into_owned();
+    }
+}
+
+/// Allocates a tensor like the prototype `(shape, dtype, device)` through a type's C exchange
+/// API and wraps it in an object of that type; an allocation error is raised as the kind the
+/// allocator reported.
+#[pyfunction]
+#[pyo3(signature = (ty, shape, dtype, device=(1, 0)))]
+fn exchange_allocate<'py>(
+    ty: &Bound<'py, PyType>,
+    mut shape: Vec<i64>,
+    dtype: (u8, u8, u16),
+    device: (i32, i32),
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = ty.py();
+    let api = api_of(ty)?;
+    let (Some(allocate), Some(to)) = (
+        api.managed_tensor_allocator,
+        api.managed_tensor_to_py_object_no_sync,
+    ) else {
+        return Err(PyTypeError::new_err("the exchange API has no allocator"));
+    };
+    let mut prototype = DLTensor {
+        data: ptr::null_mut(),
+        device: Device::new(DeviceType(device.0), device.1),
+        ndim: i32::try_from(shape.len()).map_err(|_| PyValueError::new_err("too many dims"))?,
+        dtype: DataType::new(DataTypeCode(dtype.0), dtype.1, dtype.2),
+        shape: shape.as_mut_ptr(),
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    };
+    let mut slot = SetErrorSlot::default();
+    let mut tensor: *mut DLManagedTensorVersioned = ptr::null_mut();
+    // SAFETY: a valid prototype whose shape lives for the call, a valid out-pointer, and a
+    // callback that expects exactly this context.
+    let status = unsafe {
+        allocate(
+            &mut prototype,
+            &mut tensor,
+            ptr::from_mut(&mut slot).cast(),
+            Some(set_error),
+        )
+    };
+    if status != 0 {
+        let message = format!("{}: {}", slot.kind, slot.message);
+        return Err(match slot.kind.as_str() {
+            "BufferError" => PyBufferError::new_err(message),
+            "TypeError" => PyTypeError::new_err(message),
+            _ => PyValueError::new_err(message),
+        });
+    }
+    let mut out: *mut c_void = ptr::null_mut();
+    // SAFETY: hands over the owned tensor just allocated; `out` is a valid out-pointer.
+    if unsafe { to(tensor, &mut out) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: on success `out` is a new strong reference.
+    Ok(unsafe { Bound::from_owned_ptr(py, out.cast()) })
+}
+
+/// What a type's `dltensor_from_py_object_no_sync` says about `obj`: data pointer, shape,
+/// strides, dtype and device; `None` if the table has no such function.
+#[pyfunction]
+fn exchange_dltensor<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let py = obj.py();
+    let api = api_of(&obj.get_type())?;
+    let Some(describe) = api.dltensor_from_py_object_no_sync else {
+        return Ok(None);
+    };
+    let mut dl = DLTensor {
+        data: ptr::null_mut(),
+        device: Device::CPU,
+        ndim: 0,
+        dtype: DataType::U8,
+        shape: ptr::null_mut(),
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    };
+    // SAFETY: the type's own table, called with an instance of it while attached; `dl` is a
+    // valid out-pointer.
+    if unsafe { describe(obj.as_ptr().cast(), &mut dl) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    let ndim = usize::try_from(dl.ndim).map_err(|_| PyValueError::new_err("negative ndim"))?;
+    let read = |p: *mut i64| -> Vec<i64> {
+        if p.is_null() || ndim == 0 {
+            Vec::new()
+        } else {
+            // SAFETY: the producer filled `ndim` entries, valid while `obj` lives (API).
+            unsafe { std::slice::from_raw_parts(p, ndim) }.to_vec()
+        }
+    };
+    let d = PyDict::new(py);
+    d.set_item("data_ptr", dl.data.addr() + dl.byte_offset as usize)?;
+    d.set_item("shape", read(dl.shape))?;
+    d.set_item("strides", read(dl.strides))?;
+    d.set_item("dtype", (dl.dtype.code.0, dl.dtype.bits, dl.dtype.lanes))?;
+    d.set_item("device", (dl.device.device_type.0, dl.device.device_id))?;
+    Ok(Some(d))
+}
+
+/// A type's `current_work_stream` for a device, as an integer (0 for NULL).
+#[pyfunction]
+fn exchange_current_stream(ty: &Bound<'_, PyType>, device: (i32, i32)) -> PyResult<usize> {
+    let py = ty.py();
+    let api = api_of(ty)?;
+    let Some(current) = api.current_work_stream else {
+        return Err(PyTypeError::new_err(
+            "the exchange API has no current_work_stream",
+        ));
+    };
+    let mut stream: *mut c_void = ptr::null_mut();
+    // SAFETY: the type's own table, called while attached with a valid out-pointer.
+    if unsafe { current(DeviceType(device.0), device.1, &mut stream) } != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(stream.addr())
+}
+
+/// A capsule with an arbitrary name around a static byte, for misuse tests.
+#[pyfunction]
+fn foreign_capsule<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyCapsule>> {
+    static BYTE: u8 = 0;
+    let name = std::ffi::CString::new(name)?;
+    // The capsule keeps a 'static name; a handful of test names leak by design.
+    let name: &'static CStr = Box::leak(name.into_boxed_c_str());
+    let pointer = ptr::NonNull::from(&BYTE).cast::<c_void>();
+    // SAFETY: a pointer to a static, no destructor; nobody may take it as a tensor (its name is
+    // the test's, and DLPack names are refused before the pointer is read).
+    unsafe { PyCapsule::new_with_pointer(py, pointer, name) }
+}
+
+/// The module.
+#[pymodule]
+fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    dlpack_pyo3::register(m)?;
+    m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(counters, m)?)?;
+    m.add_function(wrap_pyfunction!(hook_log, m)?)?;
+    m.add_function(wrap_pyfunction!(import_report, m)?)?;
+    m.add_function(wrap_pyfunction!(import_safe_report, m)?)?;
+    m.add_function(wrap_pyfunction!(import_values, m)?)?;
+    m.add_function(wrap_pyfunction!(reexport, m)?)?;
+    m.add_function(wrap_pyfunction!(import_loop, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_version, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_roundtrip, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_allocate, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_dltensor, m)?)?;
+    m.add_function(wrap_pyfunction!(exchange_current_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(foreign_capsule, m)?)?;
+    Ok(())
+}

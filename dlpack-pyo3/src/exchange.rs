@@ -1,0 +1,395 @@
+//! The DLPack 1.3 C exchange API: a static table of C functions that a Python tensor *type*
+//! offers as `__dlpack_c_exchange_api__` (a capsule named `"dlpack_exchange_api"`), so that C
+//! and Rust consumers skip the Python-level `__dlpack__` call.
+//!
+//! Producer side: [`DLPackTensor`] offers [`exchange_api`], whose functions are
+//!
+//! | function | what it does here |
+//! |---|---|
+//! | `managed_tensor_allocator` | a zero-filled compact host tensor like the prototype (CPU only) |
+//! | `managed_tensor_from_py_object_no_sync` | a new versioned export of a [`DLPackTensor`]'s tensor, as is |
+//! | `managed_tensor_to_py_object_no_sync` | takes an owned tensor and wraps it in a new [`DLPackTensor`] |
+//! | `dltensor_from_py_object_no_sync` | the [`DLPackTensor`]'s `DLTensor`, valid while the object lives |
+//! | `current_work_stream` | NULL (the default stream) for every device: a [`DLPackTensor`] does its device work through its hooks, on the producer's default stream |
+//!
+//! As the API requires, none of them synchronises streams; they return 0, or -1 with a Python
+//! exception set (the allocator reports through its `set_error` callback instead).
+//!
+//! Consumer side: [`crate::from_dlpack`] uses the table of the object's type when it has a
+//! valid one of DLPack major version 1, and `__dlpack__` otherwise.
+
+use core::ffi::{CStr, c_int, c_void};
+use core::ptr::{self, NonNull};
+use std::ffi::CString;
+use std::sync::Mutex;
+
+use dlpack_core::ffi::{
+    CAPSULE_EXCHANGE_API, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
+    DLPackSetError, DLTensor,
+};
+use dlpack_core::{Device, DeviceType, Error, ManagedTensor, PyErrorKind, Version};
+use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyCapsule, PyType};
+
+use crate::DLPackTensor;
+use crate::capsule::RawTensor;
+use crate::exceptions::to_py_err;
+use crate::export::HostCopy;
+
+/// The table, in a static (it must live as long as the process).
+struct Table(DLPackExchangeAPI);
+
+// SAFETY: the table is never written after compile time; its only pointer field (`prev_api`) is
+// NULL, and its function pointers may be called from any thread (each one that touches Python
+// objects requires, as the API does, a thread attached to the interpreter).
+unsafe impl Sync for Table {}
+
+static API: Table = Table(DLPackExchangeAPI {
+    header: DLPackExchangeAPIHeader {
+        version: Version::CURRENT,
+        prev_api: ptr::null_mut(),
+    },
+    managed_tensor_allocator: Some(allocate),
+    managed_tensor_from_py_object_no_sync: Some(from_py_object),
+    managed_tensor_to_py_object_no_sync: Some(to_py_object),
+    dltensor_from_py_object_no_sync: Some(dltensor_from_py_object),
+    current_work_stream: Some(current_work_stream),
+});
+
+/// The C exchange API table of [`DLPackTensor`] (DLPack version 1.3, no older table chained).
+pub fn exchange_api() -> &'static DLPackExchangeAPI {
+    &API.0
+}
+
+/// The `__dlpack_c_exchange_api__` capsule: [`exchange_api`], named `"dlpack_exchange_api"`.
+pub(crate) fn api_capsule(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+    let pointer = NonNull::from(&API.0).cast::<c_void>();
+    // SAFETY: the pointer is to a static that lives as long as the process and is never written
+    // (consumers only read the table), so no destructor is needed.
+    unsafe { PyCapsule::new_with_pointer(py, pointer, CAPSULE_EXCHANGE_API) }
+}
+
+/// Writes `value` through an out-pointer, or fails if the pointer is NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of `T`.
+unsafe fn write_out<T>(out: *mut T, value: T, what: &'static str) -> Result<(), Error> {
+    if out.is_null() {
+        return Err(Error::NullPointer { what });
+    }
+    // SAFETY: non-NULL, and valid for writes (caller).
+    unsafe { out.write(value) };
+    Ok(())
+}
+
+/// The exception kind's name, as the allocator's `set_error` takes it.
+fn kind_name(kind: PyErrorKind) -> &'static CStr {
+    match kind {
+        PyErrorKind::BufferError => c"BufferError",
+        PyErrorKind::ValueError => c"ValueError",
+        PyErrorKind::TypeError => c"TypeError",
+    }
+}
+
+/// `managed_tensor_allocator`: a zero-filled, compact row-major host tensor with the prototype's
+/// dtype, ndim and shape. Any device but the CPU is refused: this producer owns no device memory.
+///
+/// # Safety
+/// The API's contract: `prototype` is NULL or a readable `DLTensor` whose `shape` points to
+/// `ndim` readable `i64`s (or is NULL when `ndim` is 0); `out` is NULL or writable.
+unsafe extern "C" fn allocate(
+    prototype: *mut DLTensor,
+    out: *mut *mut DLManagedTensorVersioned,
+    error_ctx: *mut c_void,
+    set_error: DLPackSetError,
+) -> c_int {
+    let result = (|| -> Result<(), Error> {
+        // SAFETY: NULL or readable (contract).
+        let proto =
+            unsafe { prototype.as_ref() }.ok_or(Error::NullPointer { what: "prototype" })?;
+        if proto.device != Device::CPU {
+            return Err(Error::Protocol {
+                kind: PyErrorKind::BufferError,
+                message: format!(
+                    "this allocator makes host memory only: the prototype is on {}, expected cpu:0",
+                    proto.device
+                ),
+            });
+        }
+        let ndim = usize::try_from(proto.ndim)
+            .ok()
+            .filter(|&n| n <= dlpack_core::MAX_NDIM)
+            .ok_or(Error::BadNdim {
+                ndim: proto.ndim.into(),
+            })?;
+        let shape: &[i64] = if ndim == 0 {
+            &[]
+        } else if proto.shape.is_null() {
+            return Err(Error::NullPointer { what: "shape" });
+        } else if !proto.shape.is_aligned() {
+            return Err(Error::MisalignedArray {
+                what: "shape",
+                address: proto.shape.addr(),
+            });
+        } else {
+            // SAFETY: non-NULL, aligned, `ndim` readable i64s (contract).
+            unsafe { core::slice::from_raw_parts(proto.shape, ndim) }
+        };
+        if let Some((axis, &value)) = shape.iter().enumerate().find(|(_, d)| **d < 0) {
+            return Err(Error::NegativeDim { axis, value });
+        }
+        let tensor = ManagedTensor::export(HostCopy::zeroed(shape, proto.dtype)?)?;
+        let raw = tensor.into_raw()?;
+        // SAFETY: NULL or writable (contract).
+        if let Err(e) = unsafe { write_out(out, raw, "out") } {
+            // SAFETY: nobody received the fresh tensor: we still own it.
+            drop(unsafe { ManagedTensor::from_raw(raw) });
+            return Err(e);
+        }
+        Ok(())
+    })();
+    match result {
+        Ok(()) => 0,
+        Err(err) => {
+            if let Some(set_error) = set_error {
+                let message = CString::new(err.to_string().replace('\0', " "))
+                    .unwrap_or_else(|_| CString::from(c"allocation failed"));
+                // SAFETY: the callback and its context come from the caller, which promises they
+                // go together; both strings are valid, NUL-terminated, and live for the call.
+                unsafe {
+                    set_error(
+                        error_ctx,
+                        kind_name(err.py_kind()).as_ptr(),
+                        message.as_ptr(),
+                    )
+                };
+            }
+            -1
+        }
+    }
+}
+
+/// Reports a Python error the way the API's Python-object functions do: set it, return -1.
+fn fail(py: Python<'_>, err: PyErr) -> c_int {
+    err.restore(py);
+    -1
+}
+
+/// The [`DLPackTensor`] behind a `PyObject*`, or a `TypeError`.
+///
+/// # Safety
+/// `py_object` is NULL or a live Python object, and the thread is attached to the interpreter.
+unsafe fn our_tensor<'py>(
+    py: Python<'py>,
+    py_object: *mut c_void,
+) -> PyResult<Bound<'py, DLPackTensor>> {
+    if py_object.is_null() {
+        return Err(PyValueError::new_err(
+            "the exchange API was given a NULL Python object",
+        ));
+    }
+    // SAFETY: a live object (contract); this takes a new strong reference to it.
+    let obj = unsafe { Bound::from_borrowed_ptr(py, py_object.cast()) };
+    obj.cast_into::<DLPackTensor>().map_err(|e| {
+        PyTypeError::new_err(format!(
+            "this DLPack exchange API serves dlpack_pyo3.DLPackTensor objects, found {e}"
+        ))
+    })
+}
+
+/// `managed_tensor_from_py_object_no_sync`: a new versioned export of a [`DLPackTensor`], as is.
+///
+/// # Safety
+/// The API's contract: the thread is attached to the interpreter, `py_object` is a live Python
+/// object, `out` is writable.
+unsafe extern "C" fn from_py_object(
+    py_object: *mut c_void,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> c_int {
+    // SAFETY: the API is called from a thread attached to the interpreter (contract); the token
+    // does not outlive this call.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: a live object (contract).
+    let tensor = match unsafe { our_tensor(py, py_object) } {
+        Ok(t) => t,
+        Err(e) => return fail(py, e),
+    };
+    let raw = match tensor.get().exporter().export_no_sync() {
+        Ok(raw) => raw.as_ptr(),
+        Err(e) => return fail(py, to_py_err(e)),
+    };
+    // SAFETY: NULL or writable (contract).
+    match unsafe { write_out(out, raw, "out") } {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: nobody received the fresh export: we still own it.
+            drop(unsafe { ManagedTensor::from_raw(raw) });
+            fail(py, to_py_err(e))
+        }
+    }
+}
+
+/// `managed_tensor_to_py_object_no_sync`: takes ownership of `tensor` and wraps it in a new
+/// [`DLPackTensor`]. A tensor that fails validation is deleted.
+///
+/// # Safety
+/// The API's contract: the thread is attached to the interpreter; `tensor` is NULL or an owned,
+/// well-formed managed tensor handed over (as for [`ManagedTensor::from_raw`]); `out_py_object`
+/// is writable.
+unsafe extern "C" fn to_py_object(
+    tensor: *mut DLManagedTensorVersioned,
+    out_py_object: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: attached (contract), and the token does not outlive this call.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: an owned, well-formed tensor handed over (contract).
+    let managed = match unsafe { ManagedTensor::from_raw(tensor) } {
+        Ok(m) => m,
+        Err(e) => return fail(py, to_py_err(e)),
+    };
+    if out_py_object.is_null() {
+        return fail(
+            py,
+            PyValueError::new_err("managed_tensor_to_py_object_no_sync got a NULL out pointer"),
+        );
+    }
+    match Bound::new(py, DLPackTensor::new(managed)) {
+        Ok(obj) => {
+            // SAFETY: non-NULL and writable (contract); the new strong reference goes to the
+            // caller.
+            unsafe { out_py_object.write(obj.into_ptr().cast()) };
+            0
+        }
+        Err(e) => fail(py, e),
+    }
+}
+
+/// `dltensor_from_py_object_no_sync`: the [`DLPackTensor`]'s own `DLTensor` (strides always
+/// filled in), valid while the object lives.
+///
+/// # Safety
+/// The API's contract: the thread is attached, `py_object` is a live Python object, `out` is
+/// writable.
+unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
+    // SAFETY: attached (contract), and the token does not outlive this call.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: a live object (contract).
+    let tensor = match unsafe { our_tensor(py, py_object) } {
+        Ok(t) => t,
+        Err(e) => return fail(py, e),
+    };
+    let checked = tensor.get().exporter().tensor();
+    let mut dl = *checked.as_dl_tensor();
+    if checked.ndim() > 0 {
+        // The checked strides: the producer's, or compact ones where it sent NULL. They live in
+        // the tensor, which the object keeps.
+        dl.strides = checked.strides().as_ptr().cast_mut();
+    }
+    // SAFETY: NULL or writable (contract).
+    match unsafe { write_out(out, dl, "out") } {
+        Ok(()) => 0,
+        Err(e) => fail(py, to_py_err(e)),
+    }
+}
+
+/// `current_work_stream`: NULL, the default stream, for every device.
+///
+/// # Safety
+/// The API's contract: `out_current_stream` is writable; the thread is attached (for the
+/// exception on a NULL out pointer).
+unsafe extern "C" fn current_work_stream(
+    _device_type: DeviceType,
+    _device_id: i32,
+    out_current_stream: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: NULL or writable (contract).
+    match unsafe { write_out(out_current_stream, ptr::null_mut(), "out_current_stream") } {
+        Ok(()) => 0,
+        Err(e) => {
+            // SAFETY: attached (contract), and the token does not outlive this call.
+            let py = unsafe { Python::assume_attached() };
+            fail(py, to_py_err(e))
+        }
+    }
+}
+
+/// Types already looked at, with the address of their table (0: none). Types stay referenced,
+/// so an address is never reused by another type.
+static SEEN: Mutex<Vec<(Py<PyType>, usize)>> = Mutex::new(Vec::new());
+/// How many types [`SEEN`] remembers; later ones are looked up every time.
+const SEEN_CAPACITY: usize = 32;
+
+/// The C exchange API that `obj`'s type offers: a capsule named `"dlpack_exchange_api"` whose
+/// table has DLPack major version 1 and the function consumers need. `None` otherwise, and then
+/// the consumer uses `__dlpack__`.
+///
+/// The answer is remembered per type (for up to 32 types), so a type that gains or loses the
+/// attribute later is not seen to.
+pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchangeAPI> {
+    let ty = obj.get_type();
+    if let Ok(seen) = SEEN.lock()
+        && let Some((_, address)) = seen.iter().find(|(t, _)| t.is(&ty))
+    {
+        // SAFETY: a nonzero address was read from a valid table capsule below; the API requires
+        // the table to live as long as the process, unmodified.
+        return (*address != 0).then(|| unsafe { &*(*address as *const DLPackExchangeAPI) });
+    }
+    let api = lookup(&ty);
+    if let Ok(mut seen) = SEEN.lock()
+        && seen.len() < SEEN_CAPACITY
+    {
+        let address = api.map_or(0, |a| ptr::from_ref(a).addr());
+        seen.push((ty.unbind(), address));
+    }
+    api
+}
+
+fn lookup(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
+    let py = ty.py();
+    let attr = ty.getattr(intern!(py, "__dlpack_c_exchange_api__")).ok()?;
+    let capsule = attr.cast_into::<PyCapsule>().ok()?;
+    let pointer = capsule.pointer_checked(Some(CAPSULE_EXCHANGE_API)).ok()?;
+    if !pointer.cast::<DLPackExchangeAPI>().is_aligned() {
+        return None;
+    }
+    // SAFETY: a capsule named "dlpack_exchange_api" holds a DLPackExchangeAPI that, by the API's
+    // contract, lives as long as the process and is never modified.
+    let api: &'static DLPackExchangeAPI = unsafe { pointer.cast().as_ref() };
+    let usable =
+        api.header.version.is_compatible() && api.managed_tensor_from_py_object_no_sync.is_some();
+    usable.then_some(api)
+}
+
+/// Exports `obj` through its type's table (`managed_tensor_from_py_object_no_sync`). The caller
+/// owns the result.
+pub(crate) fn export_through(
+    obj: &Bound<'_, PyAny>,
+    api: &'static DLPackExchangeAPI,
+) -> PyResult<RawTensor> {
+    let py = obj.py();
+    let Some(export) = api.managed_tensor_from_py_object_no_sync else {
+        return Err(PyBufferError::new_err(
+            "the DLPack exchange API has no managed_tensor_from_py_object_no_sync",
+        ));
+    };
+    let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
+    // SAFETY: the function comes from the table of `obj`'s own type, which the API makes
+    // callable with any instance of it while attached (we are); `out` is a valid out-pointer.
+    let status = unsafe { export(obj.as_ptr().cast(), &mut out) };
+    if status != 0 {
+        return Err(PyErr::fetch(py));
+    }
+    NonNull::new(out).map(RawTensor::Versioned).ok_or_else(|| {
+        PyBufferError::new_err(
+            "managed_tensor_from_py_object_no_sync succeeded but returned a NULL tensor",
+        )
+    })
+}
+
+/// A type's C exchange API, checked as the consumer checks it; for tests and tools that call the
+/// table's other functions themselves.
+pub fn type_exchange_api(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
+    lookup(ty)
+}

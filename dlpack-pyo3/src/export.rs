@@ -1,0 +1,755 @@
+//! The producer side: `__dlpack__` and `__dlpack_device__` for Rust tensors.
+//!
+//! [`to_capsule`] serves one `__dlpack__` call for a tensor you own; [`Exporter`] serves any
+//! number of them for a tensor that a Python object keeps (the state a `#[pyclass]` holds and
+//! delegates to); [`DLPackTensor`] is a ready-made `#[pyclass]` around an [`Exporter`] that also
+//! offers the DLPack C exchange API.
+//!
+//! Every decision (which struct, whether to copy or relabel, what the stream means, which
+//! exception) is dlpack-core's [`ExportArgs::decide`]; this module carries it out:
+//!
+//! 1. synchronise as [`SyncAction`] says, through the [`DeviceHooks`] (CUDA stream waits and the
+//!    like; nothing on the CPU);
+//! 2. export as is, relabel pinned or managed memory to the CPU, or copy: a host copy of
+//!    host-readable memory, or of device memory read through
+//!    [`DeviceHooks::copy_to_host`]; the copy carries `IS_COPIED`;
+//! 3. build the versioned or the legacy struct and wrap it in a capsule whose destructor deletes
+//!    it only while unused.
+
+use core::ffi::c_void;
+use core::ops::Range;
+use std::sync::Arc;
+
+use dlpack_core::ffi::DLTensor;
+use dlpack_core::protocol::{ExportArgs, ExportPlan, ExportStruct, SyncAction};
+use dlpack_core::{
+    BorrowedTensor, CheckedTensor, DataType, DataTypeCode, Device, DeviceHooks, DeviceType, Error,
+    Export, ExportDesc, Flags, ManagedTensor, PyErrorKind, Version,
+};
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+use crate::capsule::{RawTensor, new_capsule};
+use crate::exceptions::{stream_error, to_py_err};
+
+/// Converts `__dlpack__`'s keyword arguments, as pyo3 extracts them, into dlpack-core's
+/// [`ExportArgs`].
+///
+/// Declare them in your method as `#[pyo3(signature = (*, stream=None, max_version=None,
+/// dl_device=None, copy=None))]` with the types below: pyo3 then raises `TypeError` for values
+/// of the wrong Python type (a `max_version` that is not a 2-tuple, a float `stream`), as the
+/// protocol asks.
+///
+/// ```
+/// use dlpack_core::{Device, DeviceType, Version};
+/// let args = dlpack_pyo3::export_args(None, Some((1, 0)), Some((1, 0)), Some(true));
+/// assert_eq!(args.max_version, Some(Version::new(1, 0)));
+/// assert_eq!(args.dl_device, Some(Device::new(DeviceType::CPU, 0)));
+/// assert_eq!(args.copy, Some(true));
+/// ```
+pub fn export_args(
+    stream: Option<i64>,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+) -> ExportArgs {
+    ExportArgs {
+        stream,
+        max_version: max_version.map(|(major, minor)| Version::new(major, minor)),
+        dl_device: dl_device.map(|(device_type, id)| Device::new(DeviceType(device_type), id)),
+        copy,
+    }
+}
+
+/// `__dlpack_device__()`'s answer for `device`: `(device_type, device_id)`.
+pub fn dlpack_device(device: Device) -> (i32, i32) {
+    (device.device_type.0, device.device_id)
+}
+
+/// Serves one `__dlpack__` call: exports `tensor` as `args` ask and wraps it in a capsule.
+///
+/// `hooks` synchronise and copy device memory; a CPU tensor needs none. Errors are the Python
+/// exceptions dlpack-core decides on: `BufferError` for a `dl_device` / `copy` request that
+/// cannot be served (or a read-only tensor asked for as a legacy struct, as NumPy does),
+/// `DLPackStreamError` (a `ValueError` and a `RuntimeError`) for a stream the device does not
+/// take.
+///
+/// ```
+/// use dlpack_core::ManagedTensor;
+/// use pyo3::prelude::*;
+///
+/// Python::attach(|py| -> PyResult<()> {
+///     let tensor = ManagedTensor::export(vec![1i32, 2, 3]).map_err(dlpack_pyo3::to_py_err)?;
+///     let args = dlpack_pyo3::export_args(None, Some((1, 0)), None, None);
+///     let capsule = dlpack_pyo3::to_capsule(py, tensor, &args, None)?;
+///     assert_eq!(capsule.repr()?.to_string().split('"').nth(1), Some("dltensor_versioned"));
+///     Ok(())
+/// })?;
+/// # Ok::<(), pyo3::PyErr>(())
+/// ```
+pub fn to_capsule<'py>(
+    py: Python<'py>,
+    tensor: ManagedTensor,
+    args: &ExportArgs,
+    hooks: Option<&dyn DeviceHooks>,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    let raw = serve(py, Source::Owned(tensor), args, hooks)?;
+    // SAFETY: `serve` hands over a fresh tensor that we own.
+    unsafe { new_capsule(py, raw) }
+}
+
+/// A tensor that a Python object keeps and exports any number of times: the state a
+/// `#[pyclass]` holds to implement `__dlpack__` and `__dlpack_device__` by delegation.
+///
+/// Every export shares the tensor (one more heap block per export, no copy of the data); the
+/// tensor is deleted when the `Exporter` and every export of it are gone. Exports are writable
+/// unless the tensor is read-only, and, as with NumPy arrays, all consumers see the same
+/// memory; this crate's importer ([`crate::from_dlpack`]) takes such memory read-only.
+///
+/// ```
+/// use dlpack_core::ManagedTensor;
+/// use dlpack_pyo3::Exporter;
+/// use pyo3::prelude::*;
+/// use pyo3::types::PyCapsule;
+///
+/// #[pyclass(frozen)]
+/// struct Image {
+///     pixels: Exporter,
+/// }
+///
+/// #[pymethods]
+/// impl Image {
+///     #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+///     fn __dlpack__<'py>(
+///         &self,
+///         py: Python<'py>,
+///         stream: Option<i64>,
+///         max_version: Option<(u32, u32)>,
+///         dl_device: Option<(i32, i32)>,
+///         copy: Option<bool>,
+///     ) -> PyResult<Bound<'py, PyCapsule>> {
+///         self.pixels.dlpack(py, stream, max_version, dl_device, copy)
+///     }
+///
+///     fn __dlpack_device__(&self) -> (i32, i32) {
+///         self.pixels.dlpack_device()
+///     }
+/// }
+///
+/// Python::attach(|py| -> PyResult<()> {
+///     let tensor = ManagedTensor::export(vec![0u8; 12]).map_err(dlpack_pyo3::to_py_err)?;
+///     let image = Bound::new(py, Image { pixels: Exporter::new(tensor) })?;
+///     let back = dlpack_pyo3::from_dlpack(image.as_any())?; // through __dlpack__
+///     assert_eq!(back.shape(), &[12]);
+///     Ok(())
+/// })?;
+/// # Ok::<(), pyo3::PyErr>(())
+/// ```
+#[derive(Clone)]
+pub struct Exporter {
+    tensor: Arc<ManagedTensor>,
+    hooks: Option<Arc<dyn DeviceHooks>>,
+}
+
+impl core::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Exporter")
+            .field("tensor", &*self.tensor)
+            .field("hooks", &self.hooks.is_some())
+            .finish()
+    }
+}
+
+impl Exporter {
+    /// An exporter for a tensor that needs no device hooks (host memory).
+    pub fn new(tensor: ManagedTensor) -> Self {
+        Exporter {
+            tensor: Arc::new(tensor),
+            hooks: None,
+        }
+    }
+
+    /// An exporter whose device work (stream synchronisation, copies to the host) goes through
+    /// `hooks`: the seam a device crate such as dlpack-cuda plugs into.
+    pub fn with_hooks(tensor: ManagedTensor, hooks: Arc<dyn DeviceHooks>) -> Self {
+        Exporter {
+            tensor: Arc::new(tensor),
+            hooks: Some(hooks),
+        }
+    }
+
+    /// The tensor.
+    pub fn tensor(&self) -> &CheckedTensor {
+        &self.tensor
+    }
+
+    /// The device hooks, if any.
+    pub fn hooks(&self) -> Option<&dyn DeviceHooks> {
+        self.hooks.as_deref()
+    }
+
+    /// `__dlpack_device__()`: the tensor's `(device_type, device_id)`.
+    pub fn dlpack_device(&self) -> (i32, i32) {
+        dlpack_device(self.tensor.device())
+    }
+
+    /// `__dlpack__(*, stream, max_version, dl_device, copy)`, with the arguments as pyo3
+    /// extracts them (see [`export_args`]).
+    pub fn dlpack<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<i64>,
+        max_version: Option<(u32, u32)>,
+        dl_device: Option<(i32, i32)>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let args = export_args(stream, max_version, dl_device, copy);
+        self.to_capsule(py, &args)
+    }
+
+    /// `__dlpack__` with arguments already converted.
+    pub fn to_capsule<'py>(
+        &self,
+        py: Python<'py>,
+        args: &ExportArgs,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
+        let raw = serve(
+            py,
+            Source::Shared(self.tensor.clone()),
+            args,
+            self.hooks.as_deref(),
+        )?;
+        // SAFETY: `serve` hands over a fresh tensor that we own.
+        unsafe { new_capsule(py, raw) }
+    }
+
+    /// A new versioned export of the tensor as is, without synchronisation: the C exchange API's
+    /// `managed_tensor_from_py_object_no_sync`.
+    pub(crate) fn export_no_sync(
+        &self,
+    ) -> Result<core::ptr::NonNull<dlpack_core::ffi::DLManagedTensorVersioned>, Error> {
+        let tensor = ManagedTensor::export(Shared(self.tensor.clone()))?;
+        core::ptr::NonNull::new(tensor.into_raw()?).ok_or(Error::NullPointer {
+            what: "managed tensor",
+        })
+    }
+}
+
+/// What a `__dlpack__` call exports from.
+enum Source {
+    /// A tensor the call owns outright.
+    Owned(ManagedTensor),
+    /// A tensor an [`Exporter`] keeps.
+    Shared(Arc<ManagedTensor>),
+}
+
+impl Source {
+    fn tensor(&self) -> &CheckedTensor {
+        match self {
+            Source::Owned(t) => t,
+            Source::Shared(t) => t,
+        }
+    }
+
+    /// The tensor as is, in the struct asked for; one heap block for a shared tensor, none for
+    /// an owned one in its own struct.
+    fn export_as(self, format: ExportStruct) -> Result<RawTensor, Error> {
+        let tensor = match self {
+            Source::Owned(t) => t,
+            Source::Shared(t) => match format {
+                ExportStruct::Versioned => ManagedTensor::export(Shared(t))?,
+                ExportStruct::Legacy => ManagedTensor::export_legacy(Shared(t))?,
+            },
+        };
+        raw_of(tensor, format)
+    }
+
+    fn into_managed(self) -> Result<ManagedTensor, Error> {
+        match self {
+            Source::Owned(t) => Ok(t),
+            Source::Shared(t) => ManagedTensor::export(Shared(t)),
+        }
+    }
+}
+
+/// Hands a tensor over to C in the struct asked for (wrapping it if it is in the other one).
+fn raw_of(tensor: ManagedTensor, format: ExportStruct) -> Result<RawTensor, Error> {
+    let nonnull = |what| Error::NullPointer { what };
+    Ok(match format {
+        ExportStruct::Versioned => RawTensor::Versioned(
+            core::ptr::NonNull::new(tensor.into_raw()?).ok_or_else(|| nonnull("managed tensor"))?,
+        ),
+        ExportStruct::Legacy => RawTensor::Legacy(
+            core::ptr::NonNull::new(tensor.into_raw_legacy()?)
+                .ok_or_else(|| nonnull("managed tensor"))?,
+        ),
+    })
+}
+
+/// Carries out dlpack-core's decision for one `__dlpack__` call.
+fn serve(
+    py: Python<'_>,
+    source: Source,
+    args: &ExportArgs,
+    hooks: Option<&dyn DeviceHooks>,
+) -> PyResult<RawTensor> {
+    let device = source.tensor().device();
+    let decision = args.decide(device).map_err(|err| match err.py_kind() {
+        // `decide` refuses only stream values with ValueError (dlpack-core's docs).
+        PyErrorKind::ValueError => stream_error(py, &err),
+        _ => to_py_err(err),
+    })?;
+    let hook = || hooks.ok_or(Error::NoHook { device });
+    match decision.sync {
+        SyncAction::Nothing => Ok(()),
+        SyncAction::Stream(request) => hook().and_then(|h| h.make_ready(device, request)),
+        SyncAction::Host => hook().and_then(|h| h.wait_host(device)),
+    }
+    .map_err(to_py_err)?;
+    let exported = match decision.plan {
+        ExportPlan::AsIs => source.export_as(decision.format),
+        ExportPlan::Relabel(target) => source
+            .into_managed()
+            .and_then(|t| ManagedTensor::export(Reexport::relabel(t, target)))
+            .and_then(|t| raw_of(t, decision.format)),
+        ExportPlan::CopyTo(target) if target == Device::CPU => {
+            let flags = Flags::empty().with(Flags::IS_COPIED, decision.sets_is_copied());
+            host_copy(source.tensor(), hooks, flags)
+                .and_then(ManagedTensor::export)
+                .and_then(|copy| raw_of(copy, decision.format))
+        }
+        ExportPlan::CopyTo(target) => Err(Error::Protocol {
+            kind: PyErrorKind::BufferError,
+            message: format!(
+                "copy=True asks for a new copy of a tensor on {device} on {target}, which needs a device allocation that no device hook offers yet; expected copy=None or False, or dl_device=(1, 0) for a copy in host memory"
+            ),
+        }),
+    };
+    exported.map_err(to_py_err)
+}
+
+/// An export of another tensor's memory, with another device or other flags: pinned or managed
+/// memory relabelled to the CPU, or a tensor made read-only.
+pub(crate) struct Reexport {
+    inner: ManagedTensor,
+    device: Device,
+    flags: Flags,
+}
+
+impl Reexport {
+    /// `inner`'s memory on `device`, with `inner`'s flags (dlpack-core's
+    /// [`ExportPlan::Relabel`]).
+    pub(crate) fn relabel(inner: ManagedTensor, device: Device) -> Self {
+        let flags = inner.flags();
+        Reexport {
+            inner,
+            device,
+            flags,
+        }
+    }
+
+    /// `inner`, read-only.
+    pub(crate) fn read_only(inner: ManagedTensor) -> Self {
+        let device = inner.device();
+        let flags = inner.flags() | Flags::READ_ONLY;
+        Reexport {
+            inner,
+            device,
+            flags,
+        }
+    }
+}
+
+// SAFETY: describes exactly the memory of the tensor it owns, which stays valid until `inner` is
+// dropped with `self` (the import and export contracts), with its own shape and strides (so
+// `ndim` is stable). The device differs from the inner one only for relabelling pinned or
+// managed memory to the CPU, which the host reads and writes in place (dlpack-core's
+// `ExportPlan::Relabel`); the flags differ only by adding READ_ONLY, which promises less.
+unsafe impl Export for Reexport {
+    fn ndim(&self) -> usize {
+        self.inner.ndim()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape.copy_from_slice(self.inner.shape());
+        strides.copy_from_slice(self.inner.strides());
+        ExportDesc {
+            data: self.inner.data_ptr(),
+            byte_offset: self.inner.byte_offset(),
+            dtype: self.inner.dtype(),
+            device: self.device,
+            flags: self.flags,
+            allocation: None,
+        }
+    }
+}
+
+/// One export of an [`Exporter`]'s tensor.
+struct Shared(Arc<ManagedTensor>);
+
+// SAFETY: describes the memory of the tensor the Arc keeps, valid while any export holds the Arc
+// (the import and export contracts of that tensor), with its own shape and strides. Several
+// exports describe the same memory: they leave this crate only as raw tensors for foreign
+// consumers (capsules and the C exchange API, never as a safe `ManagedTensor`), among which the
+// sharing is the Python protocol's own, as NumPy shares an array's memory among all its exports;
+// this crate's safe importer makes what it takes from Python read-only. IS_COPIED is cleared:
+// no consumer owns shared memory alone.
+unsafe impl Export for Shared {
+    fn ndim(&self) -> usize {
+        self.0.ndim()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape.copy_from_slice(self.0.shape());
+        strides.copy_from_slice(self.0.strides());
+        ExportDesc {
+            data: self.0.data_ptr(),
+            byte_offset: self.0.byte_offset(),
+            dtype: self.0.dtype(),
+            device: self.0.device(),
+            flags: self.0.flags().with(Flags::IS_COPIED, false),
+            allocation: None,
+        }
+    }
+}
+
+/// A compact row-major host copy of a tensor, of any dtype.
+pub(crate) struct HostCopy {
+    words: Words,
+    shape: Box<[i64]>,
+    dtype: DataType,
+    flags: Flags,
+}
+
+/// The copied bytes, as the unsigned integers they were gathered as (for their alignment).
+enum Words {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+}
+
+impl Words {
+    fn as_mut_ptr(&mut self) -> *mut c_void {
+        match self {
+            Words::U8(v) => v.as_mut_ptr().cast(),
+            Words::U16(v) => v.as_mut_ptr().cast(),
+            Words::U32(v) => v.as_mut_ptr().cast(),
+            Words::U64(v) => v.as_mut_ptr().cast(),
+        }
+    }
+
+    fn byte_len(&self) -> usize {
+        match self {
+            Words::U8(v) => v.len(),
+            Words::U16(v) => v.len() * 2,
+            Words::U32(v) => v.len() * 4,
+            Words::U64(v) => v.len() * 8,
+        }
+    }
+}
+
+impl HostCopy {
+    /// A zero-filled compact tensor of `shape` and `dtype` in host memory (the C exchange API's
+    /// allocator).
+    pub(crate) fn zeroed(shape: &[i64], dtype: DataType) -> Result<Self, Error> {
+        dtype.validate()?;
+        let elements = shape.iter().try_fold(1u64, |n, &d| {
+            u64::try_from(d).ok().and_then(|d| n.checked_mul(d))
+        });
+        let bytes = elements
+            .and_then(|n| n.checked_mul(u64::from(dtype.element_bits())))
+            .map(|bits| bits.div_ceil(8))
+            .and_then(|b| usize::try_from(b).ok())
+            .filter(|&b| b <= isize::MAX as usize)
+            .ok_or_else(|| Error::Overflow {
+                what: format!(
+                    "a tensor of shape {shape:?} and dtype {dtype} does not fit in memory"
+                ),
+            })?;
+        Ok(HostCopy {
+            words: Words::U64(vec![0; bytes.div_ceil(8)]),
+            shape: shape.into(),
+            dtype,
+            flags: Flags::empty(),
+        })
+    }
+}
+
+// SAFETY: describes the copy's own buffer: compact row-major strides over `shape`, whose
+// elements (`prod(shape) * bits / 8` bytes, rounded up) the buffer holds, initialised, owned
+// and in place while `self` lives; the allocation is named, so the export constructor checks the
+// layout against it. `ndim` is the length of the boxed shape, which never changes.
+unsafe impl Export for HostCopy {
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape.copy_from_slice(&self.shape);
+        let mut step = 1i64;
+        for (s, &d) in strides.iter_mut().zip(self.shape.iter()).rev() {
+            *s = step;
+            step = step.saturating_mul(d.max(1));
+        }
+        let data = self.words.as_mut_ptr();
+        let start = data.addr();
+        ExportDesc {
+            data,
+            byte_offset: 0,
+            dtype: self.dtype,
+            device: Device::CPU,
+            flags: self.flags,
+            allocation: Some(Range {
+                start,
+                end: start + self.words.byte_len(),
+            }),
+        }
+    }
+}
+
+/// Copies `tensor`'s elements, of any dtype, into a compact row-major host buffer, reading
+/// device memory through `hooks` when the host cannot read it.
+///
+/// dlpack-core's typed gathers ([`CheckedTensor::to_vec`], [`CheckedTensor::to_host_vec`]) do
+/// the work: the tensor is viewed as unsigned integers of the widest width (8, 4, 2 or 1 bytes)
+/// that divides its element size and the first element's address, with one more axis of
+/// `element size / width` words when an element holds several (complex128, lanes > 1). Packed
+/// sub-byte tensors (fp4, fp6), which DLPack defines only as compact, are copied as their bytes.
+pub(crate) fn host_copy(
+    tensor: &CheckedTensor,
+    hooks: Option<&dyn DeviceHooks>,
+    flags: Flags,
+) -> Result<HostCopy, Error> {
+    let dtype = tensor.dtype();
+    let padded = tensor.flags().contains(Flags::IS_SUBBYTE_TYPE_PADDED);
+    let source = tensor.as_dl_tensor();
+    let first = source
+        .data
+        .addr()
+        .wrapping_add(usize::try_from(source.byte_offset).unwrap_or(usize::MAX));
+    let (width, mut shape, mut strides): (usize, Vec<i64>, Vec<i64>) =
+        if !dtype.is_byte_sized() && !padded {
+            // Packed: validation allowed only the compact row-major layout.
+            let bits = (tensor.len() as u64) * u64::from(dtype.element_bits());
+            let bytes = i64::try_from(bits.div_ceil(8)).map_err(|_| Error::Overflow {
+                what: format!("{bits} bits of packed {dtype} data"),
+            })?;
+            (1, vec![bytes], vec![1])
+        } else {
+            let size = if padded {
+                dtype.element_bits().div_ceil(8) as usize
+            } else {
+                dtype.element_bytes()
+            };
+            let width = [8usize, 4, 2, 1]
+                .into_iter()
+                .find(|w| size.is_multiple_of(*w) && first.is_multiple_of(*w))
+                .unwrap_or(1);
+            let words = (size / width) as i64;
+            let mut strides = Vec::with_capacity(tensor.ndim() + 1);
+            for &s in tensor.strides() {
+                strides.push(s.checked_mul(words).ok_or_else(|| Error::Overflow {
+                    what: format!("stride {s} times {words} words per element"),
+                })?);
+            }
+            let mut shape = tensor.shape().to_vec();
+            if words > 1 {
+                shape.push(words);
+                strides.push(1);
+            }
+            (width, shape, strides)
+        };
+    let word_type = DataType::new(DataTypeCode::UINT, (width * 8) as u8, 1);
+    let view = DLTensor {
+        data: source.data,
+        // A tensor the host can read is read in place, whatever its device type says.
+        device: if tensor.is_host_accessible() {
+            Device::CPU
+        } else {
+            tensor.device()
+        },
+        ndim: shape.len() as i32,
+        dtype: word_type,
+        shape: shape.as_mut_ptr(),
+        strides: strides.as_mut_ptr(),
+        byte_offset: source.byte_offset,
+    };
+    // SAFETY: `view` describes exactly the bytes of `tensor`'s elements (the same addresses, as
+    // words), which `tensor` keeps valid and initialised while it is borrowed here; every
+    // element of the view lies within those bytes (same span), `shape` and `strides` live until
+    // the end of this function, and nothing writes the data meanwhile (we only read).
+    let words = unsafe { BorrowedTensor::new(&view, Version::CURRENT, Flags::empty()) }?;
+    let hooks_or_none: &dyn DeviceHooks = match hooks {
+        Some(h) => h,
+        None => &NoHooks,
+    };
+    let words = match width {
+        8 => Words::U64(words.to_host_vec(hooks_or_none)?),
+        4 => Words::U32(words.to_host_vec(hooks_or_none)?),
+        2 => Words::U16(words.to_host_vec(hooks_or_none)?),
+        _ => Words::U8(words.to_host_vec(hooks_or_none)?),
+    };
+    Ok(HostCopy {
+        words,
+        shape: tensor.shape().into(),
+        dtype,
+        flags: flags.with(Flags::IS_SUBBYTE_TYPE_PADDED, padded),
+    })
+}
+
+/// The hooks of a producer that has none: they handle no device.
+struct NoHooks;
+
+impl DeviceHooks for NoHooks {
+    fn handles(&self, _device_type: DeviceType) -> bool {
+        false
+    }
+}
+
+/// The Python source of [`DLPackTensor`]'s `__dlpack__` (see there).
+const DLPACK_METHOD: &core::ffi::CStr =
+    c"def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    \"\"\"Exports the tensor as a DLPack capsule (the array API standard's __dlpack__).\"\"\"
+    return _export(self, stream, max_version, dl_device, copy)
+__dlpack__.__qualname__ = 'DLPackTensor.__dlpack__'
+";
+
+/// `DLPackTensor.__dlpack__`'s work, with its arguments by position.
+#[pyfunction]
+fn dlpack_export<'py>(
+    tensor: &Bound<'py, DLPackTensor>,
+    stream: Option<i64>,
+    max_version: Option<(u32, u32)>,
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    tensor
+        .get()
+        .exporter
+        .dlpack(tensor.py(), stream, max_version, dl_device, copy)
+}
+
+/// A Rust tensor as a Python object: `__dlpack__`, `__dlpack_device__`, and the DLPack C
+/// exchange API (`__dlpack_c_exchange_api__` on the type).
+///
+/// Return one from a `#[pyfunction]` to hand any [`ManagedTensor`] to `numpy.from_dlpack`,
+/// `torch.from_dlpack`, `jax.numpy.from_dlpack` or `tvm_ffi.from_dlpack`:
+///
+/// ```
+/// use dlpack_core::ManagedTensor;
+/// use dlpack_pyo3::DLPackTensor;
+/// use pyo3::prelude::*;
+///
+/// #[pyfunction]
+/// fn zeros(n: usize) -> PyResult<DLPackTensor> {
+///     let tensor = ManagedTensor::export(vec![0.0f64; n]).map_err(dlpack_pyo3::to_py_err)?;
+///     Ok(DLPackTensor::new(tensor))
+/// }
+/// # Python::attach(|py| {
+/// #     let t = Bound::new(py, zeros(3).unwrap()).unwrap();
+/// #     assert_eq!(t.getattr("shape").unwrap().extract::<Vec<i64>>().unwrap(), [3]);
+/// # });
+/// ```
+#[pyclass(frozen, module = "dlpack_pyo3", name = "DLPackTensor")]
+#[derive(Debug)]
+pub struct DLPackTensor {
+    exporter: Exporter,
+}
+
+impl DLPackTensor {
+    /// A Python object for `tensor`, which needs no device hooks (host memory).
+    pub fn new(tensor: ManagedTensor) -> Self {
+        DLPackTensor {
+            exporter: Exporter::new(tensor),
+        }
+    }
+
+    /// A Python object for `tensor`, whose device work goes through `hooks`.
+    pub fn with_hooks(tensor: ManagedTensor, hooks: Arc<dyn DeviceHooks>) -> Self {
+        DLPackTensor {
+            exporter: Exporter::with_hooks(tensor, hooks),
+        }
+    }
+
+    /// The exporter behind the object.
+    pub fn exporter(&self) -> &Exporter {
+        &self.exporter
+    }
+}
+
+#[pymethods]
+impl DLPackTensor {
+    /// `__dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None)`: a
+    /// `"dltensor_versioned"` capsule for `max_version >= (1, 0)`, else a `"dltensor"` one.
+    ///
+    /// A plain Python function (made once, when the type is), which hands its arguments on, by
+    /// position, to a Rust function. Under pyo3's `abi3-py39`, a Rust method decodes each
+    /// keyword name into a new `bytes` object before matching it, which made
+    /// `np.from_dlpack(tensor)` (three keywords) several times slower than NumPy's own;
+    /// CPython binds the keywords of a Python function by interned identity instead. The
+    /// signature is the standard's, as `inspect.signature` shows.
+    #[classattr]
+    fn __dlpack__(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+        let export = wrap_pyfunction!(dlpack_export, py)?;
+        let globals = pyo3::types::PyDict::new(py);
+        globals.set_item("_export", export)?;
+        globals.set_item("__name__", "dlpack_pyo3")?;
+        py.run(DLPACK_METHOD, Some(&globals), None)?;
+        globals
+            .get_item("__dlpack__")?
+            .ok_or_else(|| pyo3::exceptions::PySystemError::new_err("__dlpack__ was not defined"))
+    }
+
+    /// `__dlpack_device__()`: `(device_type, device_id)`.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        self.exporter.dlpack_device()
+    }
+
+    /// The DLPack C exchange API table, a capsule named `"dlpack_exchange_api"`.
+    #[classattr]
+    fn __dlpack_c_exchange_api__(py: Python<'_>) -> PyResult<Bound<'_, PyCapsule>> {
+        crate::exchange::api_capsule(py)
+    }
+
+    /// The shape.
+    #[getter]
+    fn shape(&self) -> Vec<i64> {
+        self.exporter.tensor().shape().to_vec()
+    }
+
+    /// The strides, in elements.
+    #[getter]
+    fn strides(&self) -> Vec<i64> {
+        self.exporter.tensor().strides().to_vec()
+    }
+
+    /// The dtype as `(code, bits, lanes)`.
+    #[getter]
+    fn dtype(&self) -> (u8, u8, u16) {
+        let d = self.exporter.tensor().dtype();
+        (d.code.0, d.bits, d.lanes)
+    }
+
+    /// The address of the first element (`data + byte_offset`).
+    #[getter]
+    fn data_ptr(&self) -> usize {
+        let t = self.exporter.tensor();
+        t.data_ptr()
+            .addr()
+            .wrapping_add(usize::try_from(t.byte_offset()).unwrap_or(usize::MAX))
+    }
+
+    /// Whether consumers must not write the memory.
+    #[getter]
+    fn read_only(&self) -> bool {
+        self.exporter.tensor().is_read_only()
+    }
+
+    fn __repr__(&self) -> String {
+        let t = self.exporter.tensor();
+        format!(
+            "DLPackTensor(shape={:?}, dtype={}, device={})",
+            t.shape(),
+            t.dtype(),
+            t.device()
+        )
+    }
+}

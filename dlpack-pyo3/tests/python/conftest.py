@@ -1,0 +1,64 @@
+"""Shared set-up of dlpack-pyo3's Python tests.
+
+The extension module under test, ``dlpack_testmod``, is built by scripts/steps/pyo3.check.sh
+(``PYO3_BUILD_EXTENSION_MODULE=1 cargo build -p dlpack-pyo3-testmod --release``) and copied as
+``dlpack_testmod.abi3.so`` into the folder named by ``DLPACK_TESTMOD_DIR``.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+_DIR = os.environ.get("DLPACK_TESTMOD_DIR")
+if not _DIR:
+    raise pytest.UsageError(
+        "DLPACK_TESTMOD_DIR is not set: build the test module with scripts/steps/pyo3.check.sh "
+        "(or see dlpack-pyo3/testmod/src/lib.rs) and point DLPACK_TESTMOD_DIR at the folder "
+        "holding dlpack_testmod.abi3.so"
+    )
+sys.path.insert(0, _DIR)
+
+import jax  # noqa: E402
+
+# float64 and int64 stay 64-bit in JAX, as in NumPy.
+jax.config.update("jax_enable_x64", True)
+
+# Every NumPy dtype DLPack can express, with its DLPack (code, bits, lanes).
+NUMPY_DTYPES = {
+    "bool": (6, 8, 1),
+    "int8": (0, 8, 1),
+    "int16": (0, 16, 1),
+    "int32": (0, 32, 1),
+    "int64": (0, 64, 1),
+    "uint8": (1, 8, 1),
+    "uint16": (1, 16, 1),
+    "uint32": (1, 32, 1),
+    "uint64": (1, 64, 1),
+    "float16": (2, 16, 1),
+    "float32": (2, 32, 1),
+    "float64": (2, 64, 1),
+    "complex64": (5, 64, 1),
+    "complex128": (5, 128, 1),
+}
+
+
+def base_array(dtype, n=24):
+    """n distinct values of `dtype` (bools alternate in a pattern)."""
+    dtype = np.dtype(dtype)
+    i = np.arange(n)
+    if dtype == np.bool_:
+        return i % 3 == 1
+    if dtype.kind == "c":
+        return (i + 1j * (n - i)).astype(dtype)
+    if dtype.kind in "iu":
+        return (i * 3 + 1).astype(dtype)
+    return (i * 0.5 - 3).astype(dtype)
+
+
+@pytest.fixture(scope="session")
+def m():
+    import dlpack_testmod
+
+    return dlpack_testmod

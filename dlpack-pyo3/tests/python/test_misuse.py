@@ -1,0 +1,190 @@
+"""Misuse: each situation raises an exception of the type NumPy raises in the same situation,
+and nothing is leaked or freed twice."""
+
+import gc
+
+import numpy as np
+import pytest
+from conftest import NUMPY_DTYPES
+
+
+class Returns:
+    """An object whose __dlpack__ returns a given object (to hand NumPy any capsule)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __dlpack__(self, **kwargs):
+        return self.obj
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def raised(action):
+    with pytest.raises(Exception) as info:
+        action()
+    return info.value
+
+
+def assert_same_kind(numpy_action, our_action):
+    """Our exception is an instance of the class NumPy raised."""
+    theirs = raised(numpy_action)
+    ours = raised(our_action)
+    assert isinstance(ours, type(theirs)), f"NumPy raised {theirs!r}, we raised {ours!r}"
+    return theirs, ours
+
+
+@pytest.fixture
+def balanced(m):
+    """Checks that every Rust buffer made during the test is freed exactly once."""
+    gc.collect()
+    made, freed = m.counters()
+    assert made == freed
+    yield
+    gc.collect()
+    made_after, freed_after = m.counters()
+    assert made_after == freed_after, "a Rust buffer was leaked"
+    assert made_after > made, "the test made no Rust tensor"
+
+
+def f64(m, **kwargs):
+    return m.from_bytes(np.arange(4.0).tobytes(), NUMPY_DTYPES["float64"], [4], **kwargs)
+
+
+def test_a_capsule_consumed_twice(m, balanced):
+    a = np.arange(4.0)
+    numpy_capsule = a.__dlpack__(max_version=(1, 0))
+    np.from_dlpack(Returns(numpy_capsule))
+    t = f64(m)
+    our_capsule = t.__dlpack__(max_version=(1, 0))
+    m.import_report(our_capsule)
+    assert repr(our_capsule).startswith('<capsule object "used_dltensor_versioned"')
+    theirs, ours = assert_same_kind(
+        lambda: np.from_dlpack(Returns(numpy_capsule)), lambda: m.import_report(our_capsule)
+    )
+    assert type(ours) is ValueError and "only once" in str(ours)
+    # NumPy refuses our used capsule too: the renaming is what the protocol expects.
+    with pytest.raises(type(theirs)):
+        np.from_dlpack(Returns(our_capsule))
+    # And our importer refuses NumPy's.
+    with pytest.raises(type(theirs)):
+        m.import_report(numpy_capsule)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_numpy_consumes_our_capsule_once(m, balanced, legacy):
+    t = f64(m)
+    capsule = t.__dlpack__() if legacy else t.__dlpack__(max_version=(1, 0))
+    a = np.from_dlpack(Returns(capsule))
+    assert a.ctypes.data == t.data_ptr
+    with pytest.raises(ValueError):
+        np.from_dlpack(Returns(capsule))
+
+
+@pytest.mark.parametrize("name", ["numpy_array", "DLTensor", "dltensor_versioned ", ""])
+def test_a_wrong_capsule_name(m, name):
+    capsule = m.foreign_capsule(name)
+    _, ours = assert_same_kind(
+        lambda: np.from_dlpack(Returns(capsule)), lambda: m.import_report(capsule)
+    )
+    # dlpack-core calls it a TypeError (the wrong kind of object); NumPy a ValueError.
+    assert isinstance(ours, TypeError) and isinstance(ours, ValueError)
+    assert type(ours).__name__ == "DLPackCapsuleError"
+    assert type(ours) is m.DLPackCapsuleError
+
+
+def test_dlpack_returning_something_else_than_a_capsule(m):
+    _, ours = assert_same_kind(
+        lambda: np.from_dlpack(Returns(42)), lambda: m.import_report(Returns(42))
+    )
+    assert isinstance(ours, m.DLPackCapsuleError)
+
+
+@pytest.mark.parametrize("name", ["used_dltensor", "used_dltensor_versioned"])
+def test_a_used_capsule(m, name):
+    capsule = m.foreign_capsule(name)
+    _, ours = assert_same_kind(
+        lambda: np.from_dlpack(Returns(capsule)), lambda: m.import_report(capsule)
+    )
+    assert type(ours) is ValueError
+
+
+@pytest.mark.parametrize("stream", [-1, 0, 1, 2, 3, 12345])
+def test_a_stream_on_a_cpu_tensor(m, balanced, stream):
+    a = np.arange(4.0)
+    t = f64(m)
+    _, ours = assert_same_kind(
+        lambda: a.__dlpack__(stream=stream), lambda: t.__dlpack__(stream=stream)
+    )
+    # dlpack-core calls it a ValueError (the standard's word); NumPy a RuntimeError.
+    assert isinstance(ours, ValueError) and isinstance(ours, RuntimeError)
+    assert type(ours) is m.DLPackStreamError
+    assert f"stream={stream}" in str(ours)
+
+
+def test_a_stream_of_the_wrong_type(m, balanced):
+    t = f64(m)
+    with pytest.raises(TypeError):
+        t.__dlpack__(stream="default")
+
+
+def test_copy_false_when_a_copy_is_needed(m, balanced):
+    a = np.arange(4.0)
+    device_tensor = f64(m, device=(12, 0), hooks=True)
+    _, ours = assert_same_kind(
+        lambda: a.__dlpack__(dl_device=(2, 0), copy=False),
+        lambda: device_tensor.__dlpack__(max_version=(1, 0), dl_device=(1, 0), copy=False),
+    )
+    assert type(ours) is BufferError and "copy=False" in str(ours)
+    # Through NumPy's own from_dlpack as the consumer, too.
+    with pytest.raises(BufferError):
+        np.from_dlpack(device_tensor, device="cpu", copy=False)
+    assert m.hook_log() == []
+
+
+@pytest.mark.parametrize("dl_device", [(2, 0), (1, 1), (14, 0), (99, 0)])
+def test_an_unsupported_dl_device(m, balanced, dl_device):
+    a = np.arange(4.0)
+    t = f64(m)
+    for copy in (None, True, False):
+        _, ours = assert_same_kind(
+            lambda: a.__dlpack__(max_version=(1, 0), dl_device=dl_device, copy=copy),
+            lambda: t.__dlpack__(max_version=(1, 0), dl_device=dl_device, copy=copy),
+        )
+        assert type(ours) is BufferError
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_version": 3},
+        {"max_version": [1, 0]},
+        {"dl_device": 3},
+    ],
+)
+def test_arguments_of_the_wrong_type(m, balanced, kwargs):
+    a = np.arange(4.0)
+    t = f64(m)
+    assert_same_kind(lambda: a.__dlpack__(**kwargs), lambda: t.__dlpack__(**kwargs))
+
+
+def test_positional_arguments_are_refused(m, balanced):
+    a = np.arange(4.0)
+    t = f64(m)
+    assert_same_kind(lambda: a.__dlpack__(None), lambda: t.__dlpack__(None))
+
+
+def test_an_object_without_dlpack(m):
+    with pytest.raises(TypeError, match="__dlpack__"):
+        m.import_report(object())
+
+
+def test_a_failed_export_leaves_nothing_behind(m, balanced):
+    t = f64(m, read_only=True)
+    for _ in range(3):
+        with pytest.raises(BufferError):
+            t.__dlpack__()  # read-only as legacy
+        with pytest.raises(RuntimeError):
+            t.__dlpack__(stream=1)
+    del t

@@ -1,0 +1,41 @@
+# dlpack-pyo3: the Python packages its tests use, pinned, in .venv; and the interpreter that
+# pyo3's build script reads (sourced by scripts/test: the export stays for cargo and the check).
+
+step "Python packages for dlpack-pyo3 (numpy, jax[cpu], apache-tvm-ffi, pytest)"
+ensure_venv
+# Exactly these versions (PyPI, CPython 3.11, manylinux x86_64). jax[cpu] is jax plus jaxlib
+# (ml_dtypes, a dependency of jax, is pinned too: the tests use its bfloat16);
+# apache-tvm-ffi is the wheel the dlpack.h step downloads, reused from .cache/wheels.
+PYO3_PY_PINS=(
+    numpy==2.4.6
+    ml_dtypes==0.6.0
+    jax==0.10.2
+    jaxlib==0.10.2
+    apache-tvm-ffi==0.1.15.post2
+    pytest==9.2.0
+)
+if .venv/bin/python - "${PYO3_PY_PINS[@]}" <<'PYEOF'; then
+import sys
+from importlib.metadata import PackageNotFoundError, version
+for pin in sys.argv[1:]:
+    name, wanted = pin.split("==")
+    try:
+        have = version(name)
+    except PackageNotFoundError:
+        sys.exit(1)
+    if have != wanted:
+        sys.exit(1)
+PYEOF
+    echo "    have ${PYO3_PY_PINS[*]}"
+else
+    echo "    installing ${PYO3_PY_PINS[*]} into .venv (pip)"
+    pyo3_links=()
+    [[ -d "$ROOT/.cache/wheels" ]] && pyo3_links=(--find-links "$ROOT/.cache/wheels")
+    quietly "install the Python packages of dlpack-pyo3's tests (pip install ${PYO3_PY_PINS[*]})" \
+        .venv/bin/pip install --quiet --disable-pip-version-check --only-binary=:all: \
+        "${pyo3_links[@]}" "${PYO3_PY_PINS[@]}"
+fi
+# pyo3's build script (dlpack-pyo3 and its test module) builds against this interpreter, and
+# the Rust tests and doctests of dlpack-pyo3 embed it.
+export PYO3_PYTHON="$ROOT/.venv/bin/python3"
+[[ -x "$PYO3_PYTHON" ]] || die "$PYO3_PYTHON is missing: the venv .venv is broken; delete it and rerun"

@@ -1,0 +1,27 @@
+# dlpack-oneapi: Debian's Level Zero loader (libze1) and headers (libze-dev), both 1.8.12 on
+# bookworm (API 1.4, the version the crate binds). The loader runs the crate's tests (with no
+# driver, and with the workspace's test-support driver); the headers are what the layout test
+# compiles C against. No GPU driver is needed or installed.
+
+step "Level Zero loader and headers for dlpack-oneapi (libze1, libze-dev)"
+oneapi_ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
+oneapi_missing=()
+"$oneapi_ldconfig" -p 2>/dev/null | grep -q 'libze_loader\.so\.1 ' || oneapi_missing+=(libze1)
+[[ -f /usr/include/level_zero/ze_api.h ]] || oneapi_missing+=(libze-dev)
+if ((${#oneapi_missing[@]})); then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "    installing ${oneapi_missing[*]} (apt-get)"
+        quietly "apt-get update" apt-get update -qq
+        quietly "install ${oneapi_missing[*]}" env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends "${oneapi_missing[@]}"
+    else
+        die "dlpack-oneapi's tests need Debian's Level Zero packages; missing: ${oneapi_missing[*]} \
+(libze1 provides libze_loader.so.1, libze-dev provides /usr/include/level_zero/ze_api.h). \
+Install them as root: apt-get install ${oneapi_missing[*]}"
+    fi
+fi
+if command -v dpkg-query >/dev/null; then
+    echo "    have $(dpkg-query -W -f='${Package} ${Version}  ' libze1 libze-dev 2>/dev/null)"
+fi
+# From here on a missing loader or header is a test failure, not a printed NOT RUN.
+export DLPACK_REQUIRE_ZE_LOADER=1 DLPACK_REQUIRE_ZE_HEADERS=1

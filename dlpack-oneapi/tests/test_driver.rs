@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
 use dlpack_core::protocol::StreamRequest;
 use dlpack_core::{
-    DataType, Device, DeviceHooks, Error, Export, ExportDesc, Flags, ManagedTensor, MemoryKind,
-    PyErrorKind, Version, describe_buffer,
+    DLPack, DataType, Device, DeviceHooks, Error, Flags, ManagedTensor, MemoryKind, PyErrorKind,
+    Version,
 };
 use dlpack_oneapi::{
     Context, DeviceNumbering, Driver, LevelZero, Queue, UsmBuffer, UsmKind, ZeDevice, sys,
@@ -833,28 +833,13 @@ fn an_exported_usm_buffer_is_reclaimed_without_a_copy(fx: &Fixture) {
     );
 }
 
-/// What `#[derive(DLPack)]` generates for a struct with a USM data field.
+/// A user's struct with a USM data field: one derive makes it a DLPack producer and consumer.
+#[derive(DLPack)]
 struct Matrix {
+    #[dlpack(data)]
     data: UsmBuffer<f32>,
+    #[dlpack(shape)]
     shape: [usize; 2],
-}
-
-// SAFETY: `describe_buffer` describes memory inside `data` only (export checks the layout against
-// the buffer's allocation), and `ndim` is the length of a fixed-size array.
-unsafe impl Export for Matrix {
-    fn ndim(&self) -> usize {
-        2
-    }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        describe_buffer(
-            &mut self.data,
-            &self.shape,
-            None::<&[i64; 2]>,
-            0,
-            shape,
-            strides,
-        )
-    }
 }
 
 fn a_struct_with_a_usm_field_exports_any_layout_inside_it(fx: &Fixture) {
@@ -874,8 +859,13 @@ fn a_struct_with_a_usm_field_exports_any_layout_inside_it(fx: &Fixture) {
     assert_eq!(tensor.flags(), Flags::empty());
     tensor.verify_device(&hooks).unwrap();
     assert_eq!(tensor.to_host_vec::<f32>(&hooks).unwrap(), f32s(6));
-    let matrix: Matrix = tensor.reclaim().unwrap();
+    let address = tensor.data_ptr();
+    let matrix = Matrix::try_from(tensor).unwrap(); // its own export: reclaimed, no copy
     assert_eq!(matrix.shape, [2, 3]);
+    assert_eq!(
+        matrix.data.as_ptr().cast::<core::ffi::c_void>(),
+        address.cast_const()
+    );
     // A shape that does not fit the buffer is refused by the export, and the buffer freed.
     let data = UsmBuffer::from_slice(&ctx, &root(&ctx, 1), UsmKind::Device, &f32s(6)).unwrap();
     let err = ManagedTensor::export(Matrix {

@@ -17,7 +17,9 @@
 //! - the Rust importer, reporting what it received (`import_report`) or reading the values
 //!   (`import_values`);
 //! - the C exchange API of any type, called from Rust (`exchange_roundtrip` and friends);
-//! - loops for the benchmark (`import_loop`).
+//! - loops for the benchmark (`import_loop`);
+//! - a `#[derive(DLPack)]` struct crossing into Python and back (`derived_image`,
+//!   `to_derived_image`).
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, c_char, c_void};
@@ -563,6 +565,52 @@ fn foreign_capsule<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyCa
     unsafe { PyCapsule::new_with_pointer(py, pointer, name) }
 }
 
+/// A user's own tensor type, DLPack-capable by one derive.
+#[derive(dlpack_core::DLPack)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u16>,
+    #[dlpack(shape)]
+    hw: [usize; 2],
+    #[dlpack(strides)]
+    strides: [isize; 2],
+}
+
+/// A derived `Image` of `rows x cols` pixels `0, 1, 2, ...` (row-major), exported as seen
+/// through `strides` when given (a transposed view, say); returns the tensor object and the
+/// address of the pixels, for pointer identity.
+#[pyfunction]
+#[pyo3(signature = (rows, cols, transposed=false))]
+fn derived_image(rows: usize, cols: usize, transposed: bool) -> PyResult<(DLPackTensor, usize)> {
+    let count = rows
+        .checked_mul(cols)
+        .ok_or_else(|| PyValueError::new_err("too large"))?;
+    let pixels: Vec<u16> = (0..count).map(|i| (i % 65536) as u16).collect();
+    let address = pixels.as_ptr().addr();
+    let as_isize = |n: usize| isize::try_from(n).map_err(|_| PyValueError::new_err("too large"));
+    let (hw, strides) = if transposed {
+        ([cols, rows], [1, as_isize(cols)?])
+    } else {
+        ([rows, cols], [as_isize(cols)?, 1])
+    };
+    let image = Image {
+        pixels,
+        hw,
+        strides,
+    };
+    let tensor = ManagedTensor::export(image).map_err(to_py_err)?;
+    Ok((DLPackTensor::new(tensor), address))
+}
+
+/// Imports any DLPack object into a derived `Image` (a copy for foreign tensors) and returns
+/// `(hw, strides, pixels)`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn to_derived_image(obj: &Bound<'_, PyAny>) -> PyResult<([usize; 2], [isize; 2], Vec<u16>)> {
+    let image = Image::try_from(dlpack_pyo3::from_dlpack(obj)?).map_err(to_py_err)?;
+    Ok((image.hw, image.strides, image.pixels))
+}
+
 /// The module.
 #[pymodule]
 fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -581,5 +629,7 @@ fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(exchange_dltensor, m)?)?;
     m.add_function(wrap_pyfunction!(exchange_current_stream, m)?)?;
     m.add_function(wrap_pyfunction!(foreign_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(derived_image, m)?)?;
+    m.add_function(wrap_pyfunction!(to_derived_image, m)?)?;
     Ok(())
 }

@@ -3,7 +3,12 @@
 //!
 //! Run: `cargo run --example tour`
 
-use dlpack_core::{DataType, Device, Error, Export, ExportDesc, ManagedTensor};
+use candle_core::{Storage, Tensor};
+use dlpack_candle::{CopyMode, Transfer};
+use dlpack_core::{DLPack, DataType, Device, Error, Export, ExportDesc, ManagedTensor};
+use dlpack_nalgebra::dmatrix_view;
+use dlpack_ndarray::prelude::*;
+use ndarray::{Array2, ArrayView2, ShapeBuilder};
 
 /// A user's own matrix type: row-major storage, exportable by implementing `Export`.
 struct Matrix {
@@ -25,12 +30,37 @@ unsafe impl Export for Matrix {
     }
 }
 
-fn same(a: *const f32, b: *const f32) -> &'static str {
+/// A user's own image type: one derive line makes it a DLPack producer and consumer.
+#[derive(DLPack)]
+struct Image {
+    #[dlpack(data)]
+    pixels: Vec<u8>,
+    #[dlpack(shape)]
+    hw: [usize; 2],
+}
+
+/// The address of a candle CPU f32 tensor's storage.
+fn candle_storage(t: &Tensor) -> *const f32 {
+    let (storage, _) = t.storage_and_layout();
+    match &*storage {
+        Storage::Cpu(cpu) => cpu
+            .as_slice::<f32>()
+            .map_or(std::ptr::null(), |s| s.as_ptr()),
+        _ => std::ptr::null(),
+    }
+}
+
+fn same<T>(a: *const T, b: *const T) -> &'static str {
     assert_eq!(a, b, "zero copy means the same address");
     "same memory"
 }
 
-fn main() -> Result<(), Error> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    core_tour()?;
+    adapters_tour()
+}
+
+fn core_tour() -> Result<(), Error> {
     println!("DLPack {} tour\n", dlpack_core::Version::CURRENT);
 
     // 1. A Vec goes out as a DLManagedTensorVersioned* and comes back.
@@ -117,6 +147,62 @@ fn main() -> Result<(), Error> {
     );
     assert_eq!(tensor.device(), Device::CPU);
 
-    println!("\nevery step above shared one buffer at {original:p}");
+    println!("\nevery step above shared one buffer at {original:p}\n");
+    Ok(())
+}
+
+fn adapters_tour() -> Result<(), Box<dyn std::error::Error>> {
+    // 6. A derived struct crosses into ndarray and comes back, the same pixels throughout.
+    let image = Image {
+        pixels: (0..12).collect(),
+        hw: [3, 4],
+    };
+    let pixels = image.pixels.as_ptr();
+    let tensor = ManagedTensor::export(image)?;
+    let view: ArrayView2<u8> = tensor.as_array_view()?;
+    println!(
+        "6. #[derive(DLPack)] Image 3x4 as an ndarray view at {:p}: {}; [2, 3] = {}",
+        view.as_ptr(),
+        same(view.as_ptr(), pixels),
+        view[[2, 3]]
+    );
+    let image = Image::try_from(tensor)?;
+    println!(
+        "   back into the Image: {:p}: {}",
+        image.pixels.as_ptr(),
+        same(image.pixels.as_ptr(), pixels)
+    );
+
+    // 7. ndarray -> nalgebra: a column-major array is a nalgebra matrix view in place.
+    let a = Array2::from_shape_fn((3, 2).f(), |(i, j)| (10 * i + j) as f32);
+    let a_ptr = a.as_ptr();
+    let tensor = a.into_dlpack()?;
+    let m = dmatrix_view(tensor.view::<f32>()?)?;
+    println!(
+        "7. ndarray (F order) 3x2 as a nalgebra DMatrixView at {:p}: {}; m[(2, 1)] = {}",
+        m.as_ptr(),
+        same(m.as_ptr(), a_ptr),
+        m[(2, 1)]
+    );
+
+    // 8. ndarray -> candle: the array's Vec becomes candle's storage; and back as a view.
+    let a = Array2::from_shape_fn((2, 3), |(i, j)| (10 * i + j) as f32);
+    let a_ptr = a.as_ptr();
+    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?;
+    assert_eq!(imported.transfer, Transfer::Moved);
+    let t = imported.tensor;
+    println!(
+        "8. ndarray 2x3 into a candle Tensor, storage at {:p}: {}",
+        candle_storage(&t),
+        same(candle_storage(&t), a_ptr)
+    );
+    let back = dlpack_candle::export(&t.t()?)?;
+    let view: ArrayView2<f32> = back.as_array_view()?;
+    println!(
+        "   candle's transpose as an ndarray view at {:p} (strides {:?}): {}",
+        view.as_ptr(),
+        view.strides(),
+        same(view.as_ptr(), a_ptr)
+    );
     Ok(())
 }

@@ -1,0 +1,212 @@
+//! Exporting candle CPU tensors: zero copy, real layouts, read-only, every dtype.
+
+mod common;
+
+use candle_core::{DType, Device, IndexOp, Tensor, WithDType};
+use common::storage_address;
+use dlpack_candle::{CandleError, Float8E8M0, export};
+use dlpack_core::{DataType, DataTypeCode, Element, Error, ManagedTensor};
+
+type Result = std::result::Result<(), Box<dyn std::error::Error>>;
+
+fn grid(dtype: DType) -> candle_core::Result<Tensor> {
+    Tensor::arange(0f32, 24., &Device::Cpu)?
+        .reshape((2, 3, 4))?
+        .to_dtype(dtype)
+}
+
+#[test]
+fn export_points_at_candle_storage_without_a_copy() -> Result {
+    let t = grid(DType::F32)?;
+    let dl = export(&t)?;
+    assert_eq!(dl.data_ptr().addr(), storage_address(&t));
+    assert_eq!(dl.view::<f32>()?.as_ptr().addr(), storage_address(&t));
+    assert_eq!(
+        (dl.shape(), dl.strides()),
+        (&[2i64, 3, 4][..], &[12i64, 4, 1][..])
+    );
+    assert_eq!((dl.byte_offset(), dl.dtype()), (0, DataType::F32));
+    Ok(())
+}
+
+#[test]
+fn export_is_read_only_because_candle_shares_storage() -> Result {
+    let t = grid(DType::F32)?;
+    let mut dl = export(&t)?;
+    assert!(dl.is_read_only());
+    assert_eq!(dl.view_mut::<f32>().unwrap_err(), Error::ReadOnly);
+    // The legacy struct cannot say "read-only", so the export refuses to become one.
+    assert_eq!(dl.into_raw_legacy().unwrap_err(), Error::LegacyReadOnly);
+    Ok(())
+}
+
+/// The DLPack view of a (possibly strided) candle tensor holds the same elements, in the same
+/// order, as candle's own gather of that tensor, and it reads candle's storage in place.
+fn same_elements<T: Element + WithDType + PartialEq + std::fmt::Debug>(t: &Tensor) -> Result {
+    let dl = export(t)?;
+    let layout = t.layout();
+    let strides: Vec<i64> = layout.stride().iter().map(|&s| s as i64).collect();
+    let dims: Vec<i64> = t.dims().iter().map(|&d| d as i64).collect();
+    assert_eq!(dl.shape(), &dims[..]);
+    assert_eq!(dl.strides(), &strides[..]);
+    let offset = layout.start_offset() * std::mem::size_of::<T>();
+    assert_eq!(dl.byte_offset(), offset as u64);
+    let view = dl.view::<T>()?;
+    if !view.is_empty() {
+        assert_eq!(view.as_ptr().addr(), storage_address(t) + offset);
+    }
+    assert_eq!(dl.data_ptr().addr(), storage_address(t));
+    // (Compared as values, not through `WithDType::to_f64`, which recurses forever for F8E4M3
+    // in candle 0.11.1.)
+    let candle = t.flatten_all()?.to_vec1::<T>()?;
+    assert_eq!(view.to_vec(), candle, "{:?} {:?}", t.dtype(), t.layout());
+    Ok(())
+}
+
+fn every_layout<T: Element + WithDType + PartialEq + std::fmt::Debug>() -> Result {
+    let t = grid(<T as WithDType>::DTYPE)?;
+    assert_eq!(export(&t)?.dtype(), <T as Element>::DTYPE);
+    same_elements::<T>(&t)?; // contiguous
+    same_elements::<T>(&t.narrow(2, 1, 2)?)?; // offset, gaps
+    same_elements::<T>(&t.transpose(0, 2)?)?; // permuted strides
+    same_elements::<T>(&t.i((1, 1.., ..3))?)?; // offset and fewer dims
+    same_elements::<T>(&t.i((.., 2))?.t()?)?; // offset, transposed
+    same_elements::<T>(&t.i((0, 0))?.broadcast_as((3, 4))?)?; // stride 0
+    same_elements::<T>(&t.i((1, 2, 3))?)?; // 0-d, offset 23
+    same_elements::<T>(&t.narrow(1, 1, 0)?)?; // no elements
+    Ok(())
+}
+
+#[test]
+fn every_candle_dtype_exports_its_values_in_every_layout() -> Result {
+    every_layout::<u8>()?;
+    every_layout::<u32>()?;
+    every_layout::<i16>()?;
+    every_layout::<i32>()?;
+    every_layout::<i64>()?;
+    every_layout::<half::bf16>()?;
+    every_layout::<half::f16>()?;
+    every_layout::<f32>()?;
+    every_layout::<f64>()?;
+    every_layout::<float8::F8E4M3>()?;
+    Ok(())
+}
+
+#[test]
+fn candle_dtypes_export_with_their_dlpack_codes() -> Result {
+    let cases = [
+        (DType::U8, DataTypeCode::UINT, 8),
+        (DType::U32, DataTypeCode::UINT, 32),
+        (DType::I16, DataTypeCode::INT, 16),
+        (DType::I32, DataTypeCode::INT, 32),
+        (DType::I64, DataTypeCode::INT, 64),
+        (DType::BF16, DataTypeCode::BFLOAT, 16),
+        (DType::F16, DataTypeCode::FLOAT, 16),
+        (DType::F32, DataTypeCode::FLOAT, 32),
+        (DType::F64, DataTypeCode::FLOAT, 64),
+        (DType::F8E4M3, DataTypeCode(10), 8),
+    ];
+    for (dtype, code, bits) in cases {
+        let dl = export(&grid(dtype)?)?;
+        assert_eq!(dl.dtype(), DataType::new(code, bits, 1), "{dtype:?}");
+    }
+    Ok(())
+}
+
+#[test]
+fn f8e4m3_is_float8_e4m3fn_without_infinities() -> Result {
+    // 0x7E is 448 in e4m3fn (the largest finite value); e4m3 with infinities would differ.
+    let bytes: Vec<float8::F8E4M3> = [0x7E, 0x38, 0x7F]
+        .into_iter()
+        .map(float8::F8E4M3::from_bits)
+        .collect();
+    let t = Tensor::from_vec(bytes, 3, &Device::Cpu)?;
+    let dl = export(&t)?;
+    assert_eq!(dl.dtype().code, DataTypeCode::FLOAT8_E4M3FN);
+    let view = dl.view::<float8::F8E4M3>()?;
+    let values: Vec<f32> = view.iter().map(|v| v.to_f32()).collect();
+    assert_eq!(values[..2], [448.0, 1.0]);
+    assert!(values[2].is_nan());
+    assert_eq!(t.to_dtype(DType::F32)?.to_vec1::<f32>()?[..2], [448.0, 1.0]);
+    Ok(())
+}
+
+#[test]
+fn f8e8m0_exports_as_float8_e8m0fnu_bytes_in_any_layout() -> Result {
+    let bytes: Vec<u8> = (120..132).collect();
+    let t = Tensor::from_raw_buffer(&bytes, DType::F8E8M0, &[3, 4], &Device::Cpu)?;
+    let dl = export(&t)?;
+    assert_eq!(
+        dl.dtype(),
+        DataType::new(DataTypeCode::FLOAT8_E8M0FNU, 8, 1)
+    );
+    let view = dl.view::<Float8E8M0>()?;
+    assert_eq!(view.as_ptr().addr(), storage_address(&t));
+    assert_eq!(view.get(&[1, 0]), Some(&Float8E8M0(124)));
+    assert_eq!(view.get(&[1, 3]).map(|v| v.to_f32()), Some(1.0)); // 2^(127 - 127)
+    // candle cannot gather this dtype itself; the transposed, offset view reads the right bytes.
+    let cols = t.i((.., 1..))?.t()?;
+    let dl = export(&cols)?;
+    assert_eq!((dl.strides(), dl.byte_offset()), (&[1i64, 4][..], 1));
+    let got: Vec<u8> = dl.view::<Float8E8M0>()?.iter().map(|v| v.0).collect();
+    assert_eq!(got, [121, 125, 129, 122, 126, 130, 123, 127, 131]);
+    Ok(())
+}
+
+#[test]
+fn placeholder_dtypes_are_refused_with_the_reason() -> Result {
+    for dtype in [DType::F4, DType::F6E2M3, DType::F6E3M2] {
+        let t = Tensor::from_raw_buffer(&[0x21, 0x43, 0x65], dtype, &[4], &Device::Cpu)?;
+        let err = export(&t).unwrap_err();
+        assert!(
+            matches!(err, CandleError::CandleDType { dtype: d, .. } if d == dtype),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!(
+                "candle dtype {} cannot be exchanged through DLPack: candle's F6E2M3, F6E3M2 and F4 are placeholder dtypes",
+                dtype.as_str()
+            )),
+            "{message}"
+        );
+        assert!(message.contains("bit order"), "{message}");
+    }
+    Ok(())
+}
+
+#[test]
+fn export_keeps_the_storage_alive_after_candle_drops_the_tensor() -> Result {
+    let t = grid(DType::I64)?.narrow(1, 1, 2)?;
+    let dl = export(&t)?;
+    drop(t);
+    let view = dl.view::<i64>()?;
+    assert_eq!(view.get(&[1, 1, 3]), Some(&23));
+    Ok(())
+}
+
+#[test]
+fn exported_tensor_survives_a_trip_through_c() -> Result {
+    let t = grid(DType::BF16)?.transpose(1, 2)?;
+    let raw = export(&t)?.into_raw()?;
+    // SAFETY: `raw` was just exported and is owned here.
+    let dl = unsafe { ManagedTensor::from_raw(raw)? };
+    assert_eq!(dl.strides(), &[12, 1, 4]);
+    assert_eq!(
+        dl.view::<half::bf16>()?.get(&[1, 3, 2]).map(|v| v.to_f32()),
+        Some(23.0)
+    );
+    Ok(())
+}
+
+#[test]
+fn the_device_error_names_the_device() {
+    // A CUDA candle tensor cannot be made without candle's `cuda` feature; the message can.
+    let err = CandleError::Device {
+        location: candle_core::DeviceLocation::Cuda { gpu_id: 1 },
+    };
+    assert_eq!(
+        err.to_string(),
+        "the candle tensor lives on cuda:1; dlpack-candle moves CPU tensors only (candle's CUDA and Metal storages are not supported): expected DeviceLocation::Cpu"
+    );
+}

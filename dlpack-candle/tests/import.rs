@@ -1,0 +1,470 @@
+//! Importing DLPack tensors into candle: moved, reclaimed or copied, and said so.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use candle_core::{DType, Device, IndexOp, Tensor, WithDType};
+use common::{Counted, Drops, Raw, storage_address};
+use dlpack_candle::{
+    CandleError, CopyMode, CopyReason, Float8E8M0, Transfer, copy_to_candle, export, import,
+};
+use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
+use dlpack_core::{
+    BorrowedTensor, DataType, DataTypeCode, Element, Error, Flags, ManagedTensor, Version,
+};
+
+type Result = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// `n` values 0, 1, 2, ... of `T`.
+fn ramp<T: WithDType>(n: usize) -> Vec<T> {
+    (0..n).map(|i| T::from_f64(i as f64)).collect()
+}
+
+fn moves_without_a_copy<T: Element + WithDType + PartialEq + std::fmt::Debug>() -> Result {
+    let drops = Drops::default();
+    let data = ramp::<T>(24);
+    let address = data.as_ptr().addr();
+    let mut producer = Counted::new(data, &drops);
+    producer.shape = vec![2, 3, 4];
+    let imported = import(ManagedTensor::export(producer)?, CopyMode::Never)?;
+    assert_eq!(imported.transfer, Transfer::Moved);
+    assert_eq!(drops.count(), 1, "the emptied producer is dropped once");
+    let t = imported.tensor;
+    assert_eq!(
+        (t.dtype(), t.dims()),
+        (<T as WithDType>::DTYPE, &[2, 3, 4][..])
+    );
+    assert_eq!(
+        storage_address(&t),
+        address,
+        "candle owns the producer's memory"
+    );
+    assert_eq!(t.flatten_all()?.to_vec1::<T>()?, ramp::<T>(24));
+    Ok(())
+}
+
+#[test]
+fn a_vec_of_every_candle_dtype_moves_into_candle_without_a_copy() -> Result {
+    moves_without_a_copy::<u8>()?;
+    moves_without_a_copy::<u32>()?;
+    moves_without_a_copy::<i16>()?;
+    moves_without_a_copy::<i32>()?;
+    moves_without_a_copy::<i64>()?;
+    moves_without_a_copy::<half::bf16>()?;
+    moves_without_a_copy::<half::f16>()?;
+    moves_without_a_copy::<f32>()?;
+    moves_without_a_copy::<f64>()?;
+    moves_without_a_copy::<float8::F8E4M3>()?;
+    Ok(())
+}
+
+/// A strided candle export copied back into candle: a row-major gather with the same values.
+fn copies_strided<T: Element + WithDType + PartialEq + std::fmt::Debug>() -> Result {
+    let t = Tensor::from_vec(ramp::<T>(24), (2, 3, 4), &Device::Cpu)?
+        .narrow(2, 1, 3)?
+        .transpose(0, 1)?;
+    let copied = import(export(&t)?, CopyMode::Always)?;
+    assert_eq!(copied.transfer, Transfer::Copied(CopyReason::Requested));
+    assert!(copied.tensor.is_contiguous());
+    assert_eq!(copied.tensor.dims(), t.dims());
+    assert_eq!(
+        copied.tensor.flatten_all()?.to_vec1::<T>()?,
+        t.flatten_all()?.to_vec1::<T>()?
+    );
+    Ok(())
+}
+
+#[test]
+fn a_strided_tensor_of_every_candle_dtype_copies_with_its_values() -> Result {
+    copies_strided::<u8>()?;
+    copies_strided::<u32>()?;
+    copies_strided::<i16>()?;
+    copies_strided::<i32>()?;
+    copies_strided::<i64>()?;
+    copies_strided::<half::bf16>()?;
+    copies_strided::<half::f16>()?;
+    copies_strided::<f32>()?;
+    copies_strided::<f64>()?;
+    copies_strided::<float8::F8E4M3>()?;
+    Ok(())
+}
+
+#[test]
+fn a_boxed_slice_moves_into_candle_without_a_copy() -> Result {
+    let data: Box<[i32]> = vec![5, 6, 7].into_boxed_slice();
+    let address = data.as_ptr().addr();
+    let imported = import(ManagedTensor::export(data)?, CopyMode::IfNeeded)?;
+    assert_eq!(imported.transfer, Transfer::Moved);
+    assert_eq!(storage_address(&imported.tensor), address);
+    assert_eq!(imported.tensor.to_vec1::<i32>()?, [5, 6, 7]);
+    Ok(())
+}
+
+#[test]
+fn float8_e8m0_bytes_move_into_a_candle_f8e8m0_tensor() -> Result {
+    let data: Vec<Float8E8M0> = (125..131).map(Float8E8M0).collect();
+    let address = data.as_ptr().addr();
+    let imported = import(ManagedTensor::export(data)?, CopyMode::Never)?;
+    assert_eq!(imported.transfer, Transfer::Moved);
+    let t = imported.tensor.reshape((2, 3))?;
+    assert_eq!(t.dtype(), DType::F8E8M0);
+    assert_eq!(storage_address(&t), address);
+    // Back out through DLPack, transposed: the same bytes.
+    let dl = export(&t.t()?)?;
+    let values: Vec<f32> = dl
+        .view::<Float8E8M0>()?
+        .iter()
+        .map(|v| v.to_f32())
+        .collect();
+    assert_eq!(values, [0.25, 2.0, 0.5, 4.0, 1.0, 8.0]);
+    // ... and copied back in, gathered into row-major order.
+    let copied = import(dl, CopyMode::Always)?;
+    assert_eq!(copied.tensor.dtype(), DType::F8E8M0);
+    assert!(copied.tensor.is_contiguous());
+    let dl = export(&copied.tensor)?;
+    let bytes: Vec<u8> = dl.view::<Float8E8M0>()?.iter().map(|v| v.0).collect();
+    assert_eq!(bytes, [125, 128, 126, 129, 127, 130]);
+    Ok(())
+}
+
+#[test]
+fn a_tensor_exported_from_candle_comes_back_as_the_same_tensor() -> Result {
+    let base = Tensor::arange(0i64, 24, &Device::Cpu)?.reshape((2, 3, 4))?;
+    let strided = base.i((.., 1.., ..))?.transpose(0, 2)?;
+    let raw = export(&strided)?.into_raw()?; // as a C consumer would receive it
+    // SAFETY: `raw` was just exported and is owned here.
+    let dl = unsafe { ManagedTensor::from_raw(raw)? };
+    let imported = import(dl, CopyMode::Never)?;
+    assert_eq!(imported.transfer, Transfer::Reclaimed);
+    let t = imported.tensor;
+    assert!(t.is_contiguous() == strided.is_contiguous());
+    assert_eq!(t.layout(), strided.layout());
+    assert_eq!(storage_address(&t), storage_address(&base));
+    assert_eq!(
+        t.flatten_all()?.to_vec1::<i64>()?,
+        strided.flatten_all()?.to_vec1::<i64>()?
+    );
+    // The read lock went with the export: candle may write in place again.
+    base.zero_set()?;
+    Ok(())
+}
+
+#[test]
+fn shared_memory_is_copied_and_the_reason_is_reported() -> Result {
+    let shared: Arc<[f64]> = vec![1.5, 2.5, 3.5].into();
+    let imported = import(ManagedTensor::export(shared.clone())?, CopyMode::IfNeeded)?;
+    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_ne!(storage_address(&imported.tensor), shared.as_ptr().addr());
+    assert_eq!(imported.tensor.to_vec1::<f64>()?, [1.5, 2.5, 3.5]);
+    assert_eq!(
+        Arc::strong_count(&shared),
+        1,
+        "the exported clone was dropped"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_strided_tensor_is_gathered_into_row_major_candle_storage() -> Result {
+    let drops = Drops::default();
+    // A 3 x 2 transposed view of [[0, 1, 2], [3, 4, 5]]: [[0, 3], [1, 4], [2, 5]].
+    let mut producer = Counted::new(vec![0u32, 1, 2, 3, 4, 5], &drops);
+    producer.shape = vec![3, 2];
+    producer.strides = Some(vec![1, 3]);
+    let imported = import(ManagedTensor::export(producer)?, CopyMode::IfNeeded)?;
+    assert_eq!(
+        imported.transfer,
+        Transfer::Copied(CopyReason::NotContiguous)
+    );
+    assert_eq!(drops.count(), 1);
+    assert!(imported.tensor.is_contiguous());
+    assert_eq!(imported.tensor.to_vec2::<u32>()?, [[0, 3], [1, 4], [2, 5]]);
+    Ok(())
+}
+
+#[test]
+fn a_producer_that_keeps_its_vec_is_copied() -> Result {
+    let drops = Drops::default();
+    let mut producer = Counted::new(vec![1i16, 2, 3, 4], &drops);
+    producer.gives = false;
+    let address = producer.data.as_ptr().addr();
+    let imported = import(ManagedTensor::export(producer)?, CopyMode::IfNeeded)?;
+    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_ne!(storage_address(&imported.tensor), address);
+    assert_eq!(imported.tensor.to_vec1::<i16>()?, [1, 2, 3, 4]);
+    assert_eq!(
+        drops.count(),
+        1,
+        "the producer is deleted once, after the copy"
+    );
+    Ok(())
+}
+
+#[test]
+fn always_copies_even_a_vec_that_could_move() -> Result {
+    let drops = Drops::default();
+    let producer = Counted::new(vec![1.0f32, 2.0], &drops);
+    let address = producer.data.as_ptr().addr();
+    let imported = import(ManagedTensor::export(producer)?, CopyMode::Always)?;
+    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::Requested));
+    assert!(imported.transfer.is_copy());
+    assert_ne!(storage_address(&imported.tensor), address);
+    assert_eq!(imported.tensor.to_vec1::<f32>()?, [1.0, 2.0]);
+    assert_eq!(drops.count(), 1);
+
+    // A candle export is copied too, not reclaimed.
+    let t = Tensor::new(&[7u8, 8, 9], &Device::Cpu)?;
+    let copied = import(export(&t)?, CopyMode::Always)?;
+    assert_eq!(copied.transfer, Transfer::Copied(CopyReason::Requested));
+    assert_ne!(storage_address(&copied.tensor), storage_address(&t));
+    assert_eq!(copied.tensor.to_vec1::<u8>()?, [7, 8, 9]);
+    Ok(())
+}
+
+#[test]
+fn never_refuses_a_copy_and_gives_the_tensor_back() -> Result {
+    let drops = Drops::default();
+    let mut producer = Counted::new(vec![1i64, 2, 3, 4], &drops);
+    producer.shape = vec![2, 2];
+    producer.strides = Some(vec![1, 2]);
+    let err = import(ManagedTensor::export(producer)?, CopyMode::Never).unwrap_err();
+    assert!(matches!(
+        err,
+        CandleError::CopyRefused {
+            reason: CopyReason::NotContiguous,
+            ..
+        }
+    ));
+    assert_eq!(
+        err.to_string(),
+        "no-copy import refused: the strides are not compact row-major, and candle storage must hold the elements in row-major order; the int64 tensor of shape [2, 2] would have to be copied into candle (use CopyMode::IfNeeded to allow it)"
+    );
+    assert_eq!(drops.count(), 0, "the refused tensor is still alive");
+    let tensor = err
+        .into_tensor()
+        .expect("CopyRefused gives the tensor back");
+    let imported = import(tensor, CopyMode::IfNeeded)?;
+    assert_eq!(imported.tensor.to_vec2::<i64>()?, [[1, 3], [2, 4]]);
+    assert_eq!(drops.count(), 1);
+    Ok(())
+}
+
+#[test]
+fn a_refused_tensor_is_deleted_once_when_the_error_is_dropped() -> Result {
+    let drops = Drops::default();
+    let mut producer = Counted::new(vec![1u8, 2], &drops);
+    producer.gives = false;
+    let err = import(ManagedTensor::export(producer)?, CopyMode::Never).unwrap_err();
+    assert!(matches!(
+        err,
+        CandleError::CopyRefused {
+            reason: CopyReason::NotOwned,
+            ..
+        }
+    ));
+    assert_eq!(drops.count(), 0);
+    drop(err);
+    assert_eq!(drops.count(), 1);
+    Ok(())
+}
+
+#[test]
+fn dlpack_dtypes_candle_lacks_are_refused_naming_the_nearest_candle_dtype() -> Result {
+    let cases: [(DataType, usize, &str); 8] = [
+        (
+            DataType::BOOL,
+            1,
+            "DLPack dtype bool has no candle dtype; the nearest is u8",
+        ),
+        (
+            DataType::I8,
+            1,
+            "DLPack dtype int8 has no candle dtype; the nearest is i16",
+        ),
+        (
+            DataType::U16,
+            2,
+            "DLPack dtype uint16 has no candle dtype; the nearest is u32",
+        ),
+        (
+            DataType::U64,
+            8,
+            "DLPack dtype uint64 has no candle dtype; the nearest is i64",
+        ),
+        (
+            DataType::C64,
+            8,
+            "DLPack dtype complex64 has no candle dtype; the nearest is f32",
+        ),
+        (
+            DataType::C128,
+            16,
+            "DLPack dtype complex128 has no candle dtype; the nearest is f64",
+        ),
+        (
+            DataType::F8_E5M2,
+            1,
+            "DLPack dtype float8_e5m2 has no candle dtype; the nearest is f16",
+        ),
+        (
+            DataType::new(DataTypeCode::FLOAT4_E2M1FN, 4, 2),
+            1,
+            "DLPack dtype float4_e2m1fnx2 has no candle dtype; the nearest is f16",
+        ),
+    ];
+    for (dtype, size, message) in cases {
+        for mode in [CopyMode::IfNeeded, CopyMode::Never, CopyMode::Always] {
+            let drops = Drops::default();
+            let raw = Raw {
+                bytes: vec![0; 2 * size],
+                shape: vec![2],
+                dtype,
+                device: dlpack_core::Device::CPU,
+                drops: drops.clone(),
+            };
+            let err = import(ManagedTensor::export(raw)?, mode).unwrap_err();
+            assert!(
+                matches!(err, CandleError::NoCandleDType { dtype: d, .. } if d == dtype),
+                "{err}"
+            );
+            assert!(err.to_string().starts_with(message), "{err}");
+            assert_eq!(drops.count(), 1, "{dtype}: deleted once on failure");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_tensor_the_host_cannot_read_fails_the_copy_naming_the_device() -> Result {
+    let drops = Drops::default();
+    let raw = Raw {
+        bytes: vec![0; 16],
+        shape: vec![4],
+        dtype: DataType::F32,
+        device: dlpack_core::Device::cuda(0),
+        drops: drops.clone(),
+    };
+    let err = import(ManagedTensor::export(raw)?, CopyMode::IfNeeded).unwrap_err();
+    assert!(matches!(
+        err,
+        CandleError::DLPack(Error::NotHostAccessible { device }) if device == dlpack_core::Device::cuda(0)
+    ));
+    assert!(err.to_string().contains("cuda:0"), "{err}");
+    assert_eq!(drops.count(), 1);
+    Ok(())
+}
+
+static FOREIGN_DELETES: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn foreign_deleter(t: *mut DLManagedTensorVersioned) {
+    FOREIGN_DELETES.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: `t` came from `Box::into_raw` in the test below; its context is the boxed data.
+    unsafe {
+        let t = Box::from_raw(t);
+        drop(Box::from_raw(t.manager_ctx.cast::<Foreign>()));
+    }
+}
+
+/// What a foreign producer (NumPy, say) keeps alive for its tensor.
+struct Foreign {
+    data: Vec<f32>,
+    shape: [i64; 2],
+    strides: [i64; 2],
+}
+
+#[test]
+fn a_foreign_tensor_is_copied_and_its_deleter_runs_once() -> Result {
+    let ctx = Box::into_raw(Box::new(Foreign {
+        data: vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+        shape: [2, 3],
+        strides: [3, 1],
+    }));
+    // SAFETY: `ctx` is a live, exclusively owned box; the pointers stay valid until the deleter
+    // frees it.
+    let dl_tensor = unsafe {
+        DLTensor {
+            data: (*ctx).data.as_mut_ptr().cast(),
+            device: dlpack_core::Device::CPU,
+            ndim: 2,
+            dtype: DataType::F32,
+            shape: (*ctx).shape.as_mut_ptr(),
+            strides: (*ctx).strides.as_mut_ptr(),
+            byte_offset: 0,
+        }
+    };
+    let managed = Box::new(DLManagedTensorVersioned {
+        version: Version::CURRENT,
+        manager_ctx: ctx.cast(),
+        deleter: Some(foreign_deleter),
+        flags: Flags::empty().0,
+        dl_tensor,
+    });
+    // SAFETY: a well-formed tensor whose memory lives until its deleter runs.
+    let dl = unsafe { ManagedTensor::from_raw(Box::into_raw(managed))? };
+    let imported = import(dl, CopyMode::IfNeeded)?;
+    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_eq!(FOREIGN_DELETES.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        imported.tensor.to_vec2::<f32>()?,
+        [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    );
+    Ok(())
+}
+
+#[test]
+fn a_lent_tensor_is_copied_into_candle() -> Result {
+    let mut data = [10u8, 20, 30, 40];
+    let mut shape = [2i64, 2];
+    let mut strides = [1i64, 2];
+    let t = DLTensor {
+        data: data.as_mut_ptr().cast(),
+        device: dlpack_core::Device::CPU,
+        ndim: 2,
+        dtype: DataType::U8,
+        shape: shape.as_mut_ptr(),
+        strides: strides.as_mut_ptr(),
+        byte_offset: 0,
+    };
+    // SAFETY: every pointer refers to a local that outlives the borrow.
+    let lent = unsafe { BorrowedTensor::new(&t, Version::CURRENT, Flags::READ_ONLY)? };
+    let copy = copy_to_candle(&lent)?;
+    assert_eq!(copy.to_vec2::<u8>()?, [[10, 30], [20, 40]]);
+    Ok(())
+}
+
+#[test]
+fn scalars_and_empty_tensors_move_and_copy() -> Result {
+    let empty: Vec<f32> = Vec::new();
+    let imported = import(ManagedTensor::export(empty)?, CopyMode::Never)?;
+    assert_eq!(
+        (imported.transfer, imported.tensor.dims()),
+        (Transfer::Moved, &[0][..])
+    );
+
+    let scalar = Tensor::new(3.5f64, &Device::Cpu)?;
+    let copied = import(export(&scalar)?, CopyMode::Always)?;
+    assert_eq!(copied.tensor.dims(), &[] as &[usize]);
+    assert_eq!(copied.tensor.to_scalar::<f64>()?, 3.5);
+    let back = import(export(&scalar)?, CopyMode::Never)?;
+    assert_eq!(back.transfer, Transfer::Reclaimed);
+    assert_eq!(back.tensor.to_scalar::<f64>()?, 3.5);
+    Ok(())
+}
+
+#[test]
+fn a_moved_tensor_is_an_ordinary_candle_tensor() -> Result {
+    let t = import(
+        ManagedTensor::export(vec![1.0f32, 2.0, 3.0, 4.0])?,
+        CopyMode::Never,
+    )?
+    .tensor;
+    let t = t.reshape((2, 2))?;
+    let sum = (&t + &t.t()?)?;
+    assert_eq!(sum.to_vec2::<f32>()?, [[2.0, 5.0], [5.0, 8.0]]);
+    assert_eq!(t.sum_all()?.to_scalar::<f32>()?, 10.0);
+    t.zero_set()?; // it owns its storage: in-place writes work
+    assert_eq!(t.to_vec2::<f32>()?, [[0.0, 0.0], [0.0, 0.0]]);
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! Side-by-side benchmarks of this workspace against dlpark and NumPy (not published).

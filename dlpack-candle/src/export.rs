@@ -69,8 +69,6 @@ pub struct CandleExport {
     data: *const c_void,
     bytes: usize,
     dtype: DataType,
-    shape: Box<[i64]>,
-    strides: Box<[i64]>,
     byte_offset: u64,
 }
 
@@ -137,14 +135,13 @@ impl CandleExport {
                 what: format!("the candle tensor's {what} {value} does not fit DLPack's i64"),
             })
         };
-        let to_i64 = |what: &str, values: &[usize]| {
-            values
-                .iter()
-                .map(|&v| i64::try_from(v).map_err(|_| too_large(what, v)))
-                .collect::<Result<Box<[i64]>, _>>()
-        };
-        let shape = to_i64("dimension", layout.dims())?;
-        let strides = to_i64("stride", layout.stride())?;
+        // Shape and strides are written from candle's layout in `describe`; check here, once,
+        // that they fit DLPack's i64 (no allocation: the export block holds the arrays).
+        for (what, values) in [("dimension", layout.dims()), ("stride", layout.stride())] {
+            if let Some(&v) = values.iter().find(|&&v| i64::try_from(v).is_err()) {
+                return Err(too_large(what, v));
+            }
+        }
         let offset = layout.start_offset();
         let byte_offset = (offset as u64)
             .checked_mul(element)
@@ -174,8 +171,6 @@ impl CandleExport {
             data,
             bytes,
             dtype,
-            shape,
-            strides,
             byte_offset,
         })
     }
@@ -221,16 +216,21 @@ fn cpu_buffer(cpu: &CpuStorage) -> (*const c_void, usize, candle_core::DType) {
 // it). It stays allocated and unmodified until `self` is dropped: `self` owns a clone of the
 // tensor (keeping the storage alive) and a read lock on the storage, and every write to candle
 // storage, including any that could replace or reallocate the `Vec`, needs the write lock. The
-// description is read-only, so consumers do not write either. `ndim` is the length of a boxed
-// slice that never changes.
+// description is read-only, so consumers do not write either. `ndim` is the rank of the held
+// tensor's layout, which never changes (`new` checked that its sizes and strides fit i64).
 unsafe impl Export for CandleExport {
     fn ndim(&self) -> usize {
-        self.shape.len()
+        self.locked.tensor.layout().dims().len()
     }
 
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape.copy_from_slice(&self.shape);
-        strides.copy_from_slice(&self.strides);
+        let layout = self.locked.tensor.layout();
+        for (out, &v) in shape.iter_mut().zip(layout.dims()) {
+            *out = i64::try_from(v).unwrap_or(i64::MAX);
+        }
+        for (out, &v) in strides.iter_mut().zip(layout.stride()) {
+            *out = i64::try_from(v).unwrap_or(i64::MAX);
+        }
         let start = self.data.addr();
         ExportDesc {
             data: self.data.cast_mut(),
@@ -247,8 +247,8 @@ impl fmt::Debug for CandleExport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CandleExport")
             .field("dtype", &format_args!("{}", self.dtype))
-            .field("shape", &self.shape)
-            .field("strides", &self.strides)
+            .field("shape", &self.locked.tensor.layout().dims())
+            .field("strides", &self.locked.tensor.layout().stride())
             .field("byte_offset", &self.byte_offset)
             .finish()
     }

@@ -91,7 +91,7 @@ pub use flags::Flags;
 pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};
 pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
 pub use version::Version;
-pub use view::{TensorView, TensorViewMut};
+pub use view::{Offsets, TensorView, TensorViewMut};
 
 #[cfg(feature = "derive")]
 pub use dlpack_derive::DLPack;

@@ -304,6 +304,12 @@ impl CheckedTensor {
         self.span.start..self.span.end
     }
 
+    /// The offset, in elements from the first element, of every index in row-major order
+    /// (the order of [`CheckedTensor::to_vec`]): what a device copy or a custom gather walks.
+    pub fn element_offsets(&self) -> crate::view::Offsets<'_> {
+        crate::view::Offsets::new(self.shape(), self.strides(), self.len())
+    }
+
     /// Whether the strides are the compact row-major ones for the shape (size-1 axes ignored).
     pub fn is_row_major_contiguous(&self) -> bool {
         is_row_major(self.shape(), self.strides())

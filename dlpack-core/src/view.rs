@@ -7,9 +7,19 @@ use core::mem::MaybeUninit;
 use crate::tensor::is_row_major;
 use crate::{Element, Error};
 
-/// Element offsets (in elements, from the first element) of every index, in row-major order.
+/// Element offsets (in elements, from the first element) of every index, in row-major order:
+/// what [`CheckedTensor::element_offsets`](crate::CheckedTensor::element_offsets) returns.
+///
+/// ```
+/// use dlpack_core::ManagedTensor;
+///
+/// let t = ManagedTensor::export(vec![0u8; 6])?; // 1-d, stride 1
+/// assert_eq!(t.element_offsets().len(), 6);
+/// assert_eq!(t.element_offsets().collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
 #[derive(Clone, Debug)]
-struct Offsets<'a> {
+pub struct Offsets<'a> {
     shape: &'a [i64],
     strides: &'a [i64],
     index: Vec<i64>,
@@ -18,7 +28,7 @@ struct Offsets<'a> {
 }
 
 impl<'a> Offsets<'a> {
-    fn new(shape: &'a [i64], strides: &'a [i64], len: usize) -> Self {
+    pub(crate) fn new(shape: &'a [i64], strides: &'a [i64], len: usize) -> Self {
         Offsets {
             shape,
             strides,

@@ -525,3 +525,19 @@ fn an_empty_tensor_is_row_major_whatever_its_strides() {
     let (s, _) = strided(vec![2, 0, 4], vec![4, 4, 1], 0);
     assert!(ManagedTensor::export(s).unwrap().is_row_major_contiguous());
 }
+
+#[test]
+fn element_offsets_walk_row_major_order_for_any_strides() {
+    // Column-major storage seen as 2 x 3: strides (1, 2).
+    let (s, _) = strided(vec![2, 3], vec![1, 2], 0);
+    let t = ManagedTensor::export(s).unwrap();
+    assert_eq!(t.element_offsets().collect::<Vec<_>>(), [0, 2, 4, 1, 3, 5]);
+    // Both axes reversed from the last element of a 2 x 2 block.
+    let (s, _) = strided(vec![2, 2], vec![-2, -1], 3 * 4);
+    let t = ManagedTensor::export(s).unwrap();
+    assert_eq!(t.element_offsets().collect::<Vec<_>>(), [0, -1, -2, -3]);
+    // A 0-d tensor has one element, at offset 0.
+    let (s, _) = strided(vec![], vec![], 0);
+    let t = ManagedTensor::export(s).unwrap();
+    assert_eq!(t.element_offsets().collect::<Vec<_>>(), [0]);
+}

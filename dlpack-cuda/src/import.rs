@@ -364,29 +364,6 @@ fn placement(shape: &[i64], strides: &[i64]) -> Result<Placement, Error> {
     Ok(Placement::Runs { run })
 }
 
-/// Row-major element offsets (from the first element, in elements) of every index.
-fn offsets(shape: &[i64], strides: &[i64], len: usize) -> impl Iterator<Item = i64> {
-    let shape = shape.to_vec();
-    let strides = strides.to_vec();
-    let mut index = vec![0i64; shape.len()];
-    let mut offset = 0i64;
-    (0..len).map(move |n| {
-        let current = offset;
-        if n + 1 < len {
-            for axis in (0..shape.len()).rev() {
-                if index[axis] + 1 < shape[axis] {
-                    index[axis] += 1;
-                    offset += strides[axis];
-                    break;
-                }
-                offset -= index[axis] * strides[axis];
-                index[axis] = 0;
-            }
-        }
-        current
-    })
-}
-
 /// [`CudaImport::copy_from_host`], on a checked tensor.
 pub(crate) fn copy_from_host<T: Element>(
     tensor: &CheckedTensor,
@@ -426,9 +403,9 @@ pub(crate) fn copy_from_host<T: Element>(
             // Lay the values out exactly as the span holds them, then copy the span once.
             let base = (first - span.start) / size;
             let mut staging = vec![values[0]; span.len() / size];
-            for (value, offset) in values.iter().zip(offsets(shape, strides, values.len())) {
+            for (value, offset) in values.iter().zip(tensor.element_offsets()) {
                 // In bounds: a dense layout maps its indices one to one onto the span.
-                staging[(base as i64 + offset) as usize] = *value;
+                staging[(base as isize + offset) as usize] = *value;
             }
             // SAFETY: the span is the tensor's reachable memory on `device`, valid for writes
             // (not read-only; the importer holds it exclusively through `&mut CudaImport`).
@@ -436,9 +413,9 @@ pub(crate) fn copy_from_host<T: Element>(
         }
         Placement::Runs { run } => {
             let mut chunks = values.chunks(run);
-            let mut starts = offsets(shape, strides, values.len()).step_by(run);
+            let mut starts = tensor.element_offsets().step_by(run);
             while let (Some(chunk), Some(offset)) = (chunks.next(), starts.next()) {
-                let address = (first as i64 + offset * size as i64) as usize;
+                let address = (first as isize + offset * size as isize) as usize;
                 // SAFETY: `run` consecutive elements from this index are contiguous (stride 1
                 // along the last axis, or a single element) and lie in the tensor's span, which
                 // is valid for writes as above.
@@ -483,14 +460,5 @@ mod tests {
                 "{shape:?} {strides:?}"
             );
         }
-    }
-
-    #[test]
-    fn offsets_walk_row_major_order() {
-        let o: Vec<i64> = offsets(&[2, 3], &[1, 2], 6).collect();
-        assert_eq!(o, [0, 2, 4, 1, 3, 5]);
-        let o: Vec<i64> = offsets(&[2, 2], &[-2, -1], 4).collect();
-        assert_eq!(o, [0, -1, -2, -3]);
-        assert_eq!(offsets(&[], &[], 1).collect::<Vec<_>>(), [0]);
     }
 }

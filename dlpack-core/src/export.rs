@@ -104,7 +104,12 @@ impl ExportDesc {
 ///   `dtype` on `device`, stays valid and in place until `self` is dropped, and is not accessed by
 ///   anyone else meanwhile except through this tensor (shared read-only access is fine when the
 ///   description is read-only);
-/// - unless the description is read-only, that memory is valid for writes.
+/// - unless the description is read-only, that memory is valid for writes;
+/// - the description is one this crate's importer accepts ([`CheckedTensor`](crate::CheckedTensor)
+///   lists the checks: a known dtype, non-negative sizes, a span that fits in the address
+///   space, ...). [`ManagedTensor::export`](crate::ManagedTensor::export) checks it anyway and
+///   fails with a typed error; [`ManagedTensor::export_raw`](crate::ManagedTensor::export_raw)
+///   trusts it and hands it to C as is.
 ///
 /// When the description names its [`ExportDesc::allocation`], the second point is asked of that
 /// range instead (it holds initialised values, stays valid, ...), and the reached elements need

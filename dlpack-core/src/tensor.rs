@@ -731,6 +731,52 @@ impl ManagedTensor {
         unsafe { Self::from_raw_legacy(raw.as_ptr()) }?.within(allocation)
     }
 
+    /// Moves `producer` into a new versioned managed tensor and gives it straight to C, as
+    /// `ManagedTensor::export(producer)?.into_raw()` does, without building the validated owner
+    /// in between: the fast path of a `__dlpack__` that hands a fresh export to a consumer. The
+    /// receiver must call the deleter once.
+    ///
+    /// A producer that names its [`ExportDesc::allocation`](crate::ExportDesc::allocation) is
+    /// validated as by [`ManagedTensor::export`] (its layout is checked against that range);
+    /// any other is trusted to describe a valid tensor, as [`Export`]'s safety contract
+    /// promises, and is not validated again. Every consumer validates on import anyway, this
+    /// crate's included.
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// let raw = ManagedTensor::export_raw(vec![1.0f32, 2.0])?;
+    /// // ... a C consumer takes `raw`; here this crate takes it back:
+    /// let tensor = unsafe { ManagedTensor::from_raw(raw.as_ptr())? };
+    /// assert_eq!(tensor.view::<f32>()?.to_vec(), [1.0, 2.0]);
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn export_raw<P: Export>(producer: P) -> Result<NonNull<DLManagedTensorVersioned>, Error> {
+        let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
+        if allocation.is_none() {
+            return Ok(raw);
+        }
+        // SAFETY: as in `export`. Once validated, the owner is forgotten: `raw` goes to C.
+        unsafe { Self::from_raw(raw.as_ptr()) }?
+            .within(allocation)?
+            .forget();
+        Ok(raw)
+    }
+
+    /// [`ManagedTensor::export_raw`] for the legacy `DLManagedTensor`; fails, as
+    /// [`ManagedTensor::export_legacy`] does, for read-only producers.
+    pub fn export_raw_legacy<P: Export>(producer: P) -> Result<NonNull<DLManagedTensor>, Error> {
+        let (raw, allocation) = export::export::<DLManagedTensor, P>(producer)?;
+        if allocation.is_none() {
+            return Ok(raw);
+        }
+        // SAFETY: as in `export`. Once validated, the owner is forgotten: `raw` goes to C.
+        unsafe { Self::from_raw_legacy(raw.as_ptr()) }?
+            .within(allocation)?
+            .forget();
+        Ok(raw)
+    }
+
     /// Refuses (and deletes) a fresh export whose reachable bytes leave its named allocation.
     fn within(self, allocation: Option<core::ops::Range<usize>>) -> Result<Self, Error> {
         let Some(alloc) = allocation else {

@@ -195,6 +195,31 @@ fn a_read_only_tensor_cannot_be_exported_as_legacy() {
 }
 
 #[test]
+fn raw_exports_hand_the_same_block_to_c() {
+    let v = vec![1.5f64, 2.5, 3.5];
+    let ptr = v.as_ptr();
+    let raw = ManagedTensor::export_raw(v).unwrap();
+    // SAFETY: a fresh export, owned here, taken once.
+    let t = unsafe { ManagedTensor::from_raw(raw.as_ptr()) }.unwrap();
+    assert_eq!((t.shape(), t.view::<f64>().unwrap().as_ptr()), (&[3][..], ptr));
+    let back: Vec<f64> = t.reclaim().unwrap();
+    assert_eq!(back.as_ptr(), ptr);
+
+    let raw = ManagedTensor::export_raw_legacy(vec![7u8; 4]).unwrap();
+    // SAFETY: as above.
+    let t = unsafe { ManagedTensor::from_raw_legacy(raw.as_ptr()) }.unwrap();
+    assert_eq!(t.to_vec::<u8>().unwrap(), [7; 4]);
+
+    let shared: Arc<[f32]> = Arc::from(vec![1.0f32]);
+    let keep = shared.clone();
+    assert_eq!(
+        ManagedTensor::export_raw_legacy(shared).unwrap_err(),
+        Error::LegacyReadOnly
+    );
+    assert_eq!(Arc::strong_count(&keep), 1, "the refused producer was dropped");
+}
+
+#[test]
 fn versioned_and_legacy_wrap_each_other_without_copying() {
     let v = vec![5i64, 6];
     let ptr = v.as_ptr();
@@ -408,9 +433,18 @@ fn a_buffer_layout_reaching_outside_its_allocation_is_refused_and_dropped() {
         (vec![2], vec![-1], 0),         // a negative stride reaches below the start
         (vec![usize::MAX], vec![1], 0), // a size past i64::MAX
     ];
-    for (shape, stride, offset) in cases {
+    for ((shape, stride, offset), raw) in cases
+        .iter()
+        .cloned()
+        .flat_map(|case| [(case.clone(), false), (case, true)])
+    {
         let (s, drops) = strided(shape.clone(), stride.clone(), offset);
-        let err = ManagedTensor::export(s).unwrap_err();
+        // `export_raw` skips validation only for producers that name no allocation.
+        let err = if raw {
+            ManagedTensor::export_raw(s).unwrap_err()
+        } else {
+            ManagedTensor::export(s).unwrap_err()
+        };
         assert!(
             matches!(
                 err,

@@ -26,8 +26,12 @@ use dlpack_core::{
     BorrowedTensor, CheckedTensor, DataType, DataTypeCode, Device, DeviceHooks, DeviceType, Error,
     Export, ExportDesc, Flags, ManagedTensor, PyErrorKind, Version,
 };
+use pyo3::PyClass;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
+use pyo3::pyclass::boolean_struct::True;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyCapsule, PyDict, PyString, PyTuple};
 
 use crate::capsule::{RawTensor, new_capsule};
 use crate::exceptions::{stream_error, to_py_err};
@@ -58,6 +62,318 @@ pub fn export_args(
         max_version: max_version.map(|(major, minor)| Version::new(major, minor)),
         dl_device: dl_device.map(|(device_type, id)| Device::new(DeviceType(device_type), id)),
         copy,
+    }
+}
+
+/// The keyword names of `__dlpack__`, in the order [`set_keyword`] numbers them.
+const KEYWORDS: [&str; 4] = ["stream", "max_version", "dl_device", "copy"];
+
+/// [`KEYWORDS`] as interned Python strings.
+static INTERNED_KEYWORDS: PyOnceLock<[Py<PyString>; 4]> = PyOnceLock::new();
+
+/// The `TypeError` CPython raises when a Python function of `__dlpack__`'s signature (only
+/// `self` by position) is given `positional` more arguments by position.
+fn positional_error(positional: usize) -> PyErr {
+    PyTypeError::new_err(format!(
+        "__dlpack__() takes 1 positional argument but {} were given",
+        positional + 1
+    ))
+}
+
+/// Sets the keyword argument `key=value` of a `__dlpack__` call in `parsed`, with the
+/// `TypeError`s CPython raises for a Python function of the standard's signature
+/// `(self, *, stream=None, max_version=None, dl_device=None, copy=None)`, and for values of
+/// the wrong type (`max_version` and `dl_device` must be 2-tuples of ints, `stream` an int,
+/// `copy` a bool; `None` is always allowed).
+///
+/// Names are matched by identity with interned strings first (CPython interns the keyword
+/// names written in source code), and by value only for names made at run time.
+fn set_keyword(
+    parsed: &mut ExportArgs,
+    key: &Bound<'_, PyAny>,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<()> {
+    let py = key.py();
+    let names =
+        INTERNED_KEYWORDS.get_or_init(py, || KEYWORDS.map(|n| PyString::intern(py, n).unbind()));
+    let slot = match names.iter().position(|name| key.is(name)) {
+        Some(slot) => slot,
+        None => {
+            let name = key.cast::<PyString>()?.to_cow()?;
+            KEYWORDS.iter().position(|&n| n == name).ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "__dlpack__() got an unexpected keyword argument '{name}'"
+                ))
+            })?
+        }
+    };
+    if value.is_none() {
+        return Ok(());
+    }
+    let wrong_type = |expected: &str| {
+        let found = value
+            .repr()
+            .map_or_else(|_| "an object without a repr".to_owned(), |r| r.to_string());
+        PyTypeError::new_err(format!(
+            "__dlpack__() argument '{}' must be {expected} or None, not {found}",
+            KEYWORDS[slot]
+        ))
+    };
+    match slot {
+        0 => parsed.stream = Some(value.extract().map_err(|_| wrong_type("an int"))?),
+        1 => {
+            let (major, minor) = value
+                .extract()
+                .map_err(|_| wrong_type("a tuple of two ints"))?;
+            parsed.max_version = Some(Version::new(major, minor));
+        }
+        2 => {
+            let (device_type, id) = value
+                .extract()
+                .map_err(|_| wrong_type("a tuple of two ints"))?;
+            parsed.dl_device = Some(Device::new(DeviceType(device_type), id));
+        }
+        _ => parsed.copy = Some(value.extract().map_err(|_| wrong_type("a bool"))?),
+    }
+    Ok(())
+}
+
+/// A `#[pyclass]` whose `__dlpack__` an [`Exporter`] serves, through [`dlpack_method`].
+///
+/// The class must be `frozen` (its exporter is read without a borrow flag) and `Sync`.
+pub trait PyExporter: PyClass<Frozen = True> + Sync {
+    /// The exporter that serves `__dlpack__`.
+    fn exporter(&self) -> &Exporter;
+}
+
+/// `__dlpack__` for the class `T`, as a method descriptor to return from a `#[classattr]`
+/// named `__dlpack__`: the fastest way to give a `#[pyclass]` the protocol.
+///
+/// The method has the array API standard's signature, `__dlpack__(self, *, stream=None,
+/// max_version=None, dl_device=None, copy=None)` (what `inspect.signature` shows), raises
+/// `TypeError` for arguments CPython would refuse for a Python function of that signature,
+/// and otherwise does what [`Exporter::to_capsule`] does.
+///
+/// Why not a `#[pymethods]` method with that signature ([`Exporter::dlpack`] serves one): built
+/// for the stable ABI (`abi3-py39`), such a method decodes every keyword name it is called with
+/// into a new `bytes` object before matching it, and `np.from_dlpack(x)` passes three; that made
+/// the call several times slower than NumPy's own `__dlpack__`. The method made here is a plain
+/// CPython method, as NumPy's is: on CPython >= 3.10 it takes its arguments in an array and
+/// the keyword names in a tuple (`METH_FASTCALL | METH_KEYWORDS`, in the stable ABI from
+/// 3.10), before that in a tuple and a dict, and matches keyword names by identity with
+/// interned strings.
+///
+/// The method table is allocated once per call of this function and never freed (CPython
+/// keeps a pointer to it for the life of the descriptor): call it only from the class
+/// attribute, which pyo3 evaluates once, when it creates the type.
+///
+/// ```
+/// use dlpack_core::ManagedTensor;
+/// use dlpack_pyo3::{Exporter, PyExporter};
+/// use pyo3::prelude::*;
+///
+/// #[pyclass(frozen)]
+/// struct Image {
+///     pixels: Exporter,
+/// }
+///
+/// impl PyExporter for Image {
+///     fn exporter(&self) -> &Exporter {
+///         &self.pixels
+///     }
+/// }
+///
+/// #[pymethods]
+/// impl Image {
+///     #[classattr]
+///     fn __dlpack__(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+///         dlpack_pyo3::dlpack_method::<Image>(py)
+///     }
+///
+///     fn __dlpack_device__(&self) -> (i32, i32) {
+///         self.pixels.dlpack_device()
+///     }
+/// }
+///
+/// Python::attach(|py| -> PyResult<()> {
+///     let tensor = ManagedTensor::export(vec![0u8; 12]).map_err(dlpack_pyo3::to_py_err)?;
+///     let image = Bound::new(py, Image { pixels: Exporter::new(tensor) })?;
+///     let back = dlpack_pyo3::from_dlpack(image.as_any())?; // through __dlpack__
+///     assert_eq!(back.shape(), &[12]);
+///     // Arguments are checked as CPython checks a Python function's.
+///     let err = image.call_method1("__dlpack__", (1,)).unwrap_err();
+///     assert!(err.is_instance_of::<pyo3::exceptions::PyTypeError>(py));
+///     Ok(())
+/// })?;
+/// # Ok::<(), pyo3::PyErr>(())
+/// ```
+pub fn dlpack_method<T: PyExporter>(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    // The fast calling convention (arguments in an array, keyword names in a tuple, no dict)
+    // is in the stable ABI from CPython 3.10; before, and on other interpreters, the classic
+    // one (a tuple and a dict).
+    let fast = py.version_info() >= (3, 10)
+        && py
+            .import("sys")?
+            .getattr("implementation")?
+            .getattr("name")?
+            .eq("cpython")?;
+    let (meth, flags) = if fast {
+        (
+            // SAFETY: CPython calls `ml_meth` with the signature its flags name (here
+            // METH_FASTCALL | METH_KEYWORDS, whose function type `raw_dlpack_fast` has); the
+            // union field only stores the pointer, as C code casts it to `PyCFunction`.
+            unsafe {
+                core::mem::transmute::<FastMethod, pyo3::ffi::PyCFunctionWithKeywords>(
+                    raw_dlpack_fast::<T>,
+                )
+            },
+            METH_FASTCALL | pyo3::ffi::METH_KEYWORDS,
+        )
+    } else {
+        (
+            raw_dlpack_varargs::<T> as pyo3::ffi::PyCFunctionWithKeywords,
+            pyo3::ffi::METH_VARARGS | pyo3::ffi::METH_KEYWORDS,
+        )
+    };
+    let def: &'static mut pyo3::ffi::PyMethodDef = Box::leak(Box::new(pyo3::ffi::PyMethodDef {
+        ml_name: c"__dlpack__".as_ptr(),
+        ml_meth: pyo3::ffi::PyMethodDefPointer {
+            PyCFunctionWithKeywords: meth,
+        },
+        ml_flags: flags,
+        ml_doc: DLPACK_DOC.as_ptr(),
+    }));
+    let ty = py.get_type::<T>();
+    // SAFETY: `ty` is a live type object; `def` is a valid method table that lives for ever
+    // (leaked), whose function has the signature its flags name. The descriptor checks that
+    // `self` is an instance of `ty` before it calls the function.
+    let descriptor = unsafe { pyo3::ffi::PyDescr_NewMethod(ty.as_type_ptr(), def) };
+    // SAFETY: PyDescr_NewMethod returns a new reference, or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, descriptor) }
+}
+
+/// `METH_FASTCALL` (CPython's `methodobject.h`), which pyo3-ffi names only for the stable ABI
+/// of CPython >= 3.10; [`dlpack_method`] uses it only there.
+const METH_FASTCALL: core::ffi::c_int = 0x0080;
+
+/// The C type of a `METH_FASTCALL | METH_KEYWORDS` function.
+type FastMethod = unsafe extern "C" fn(
+    *mut pyo3::ffi::PyObject,
+    *const *mut pyo3::ffi::PyObject,
+    pyo3::ffi::Py_ssize_t,
+    *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject;
+
+/// The docstring of [`dlpack_method`]'s `__dlpack__`; its first line is the signature
+/// CPython shows (`__text_signature__`).
+const DLPACK_DOC: &core::ffi::CStr =
+    c"__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)
+--
+
+Exports the tensor as a DLPack capsule (the array API standard's __dlpack__).";
+
+/// [`dlpack_method`]'s function under the classic convention (`METH_VARARGS |
+/// METH_KEYWORDS`): the positional arguments in a tuple, the keyword ones in a dict.
+///
+/// # Safety
+/// Called by CPython only, through the descriptor made by [`dlpack_method::<T>`]: with the
+/// thread attached, `slf` an instance of `T`, `args` a tuple and `kwargs` a dict or NULL, all
+/// borrowed for the call.
+unsafe extern "C" fn raw_dlpack_varargs<T: PyExporter>(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *mut pyo3::ffi::PyObject,
+    kwargs: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: CPython calls methods with the thread attached (the function's contract).
+    let py = unsafe { Python::assume_attached() };
+    method_body(py, || {
+        // SAFETY: `args` is a borrowed reference valid for this call.
+        let args = unsafe { pyo3::Borrowed::from_ptr(py, args) };
+        let positional = args.cast::<PyTuple>()?.len();
+        if positional != 0 {
+            return Err(positional_error(positional));
+        }
+        let mut parsed = ExportArgs::default();
+        if !kwargs.is_null() {
+            // SAFETY: a non-NULL `kwargs` is a borrowed reference valid for this call.
+            let kwargs = unsafe { pyo3::Borrowed::from_ptr(py, kwargs) };
+            for (key, value) in kwargs.cast::<PyDict>()?.iter() {
+                set_keyword(&mut parsed, &key, &value)?;
+            }
+        }
+        // SAFETY: `slf` is a borrowed reference valid for this call.
+        export_from::<T>(unsafe { pyo3::Borrowed::from_ptr(py, slf) }, &parsed)
+    })
+}
+
+/// [`dlpack_method`]'s function under the fast convention (`METH_FASTCALL | METH_KEYWORDS`):
+/// `nargsf` positional arguments at `args`, followed by one value per name in `kwnames`.
+///
+/// # Safety
+/// Called by CPython >= 3.10 only, through the descriptor made by [`dlpack_method::<T>`]: with
+/// the thread attached, `slf` an instance of `T`, `args` an array of the positional then the
+/// keyword values, `nargsf` the count of positional ones (with CPython's offset flag bit),
+/// `kwnames` NULL or a tuple of strings, all borrowed for the call.
+unsafe extern "C" fn raw_dlpack_fast<T: PyExporter>(
+    slf: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargsf: pyo3::ffi::Py_ssize_t,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject {
+    // SAFETY: CPython calls methods with the thread attached (the function's contract).
+    let py = unsafe { Python::assume_attached() };
+    method_body(py, || {
+        // The count without PY_VECTORCALL_ARGUMENTS_OFFSET, the top bit (CPython's
+        // `PyVectorcall_NARGS`).
+        let positional = (nargsf as usize) & !(1 << (usize::BITS - 1));
+        if positional != 0 {
+            return Err(positional_error(positional));
+        }
+        let mut parsed = ExportArgs::default();
+        if !kwnames.is_null() {
+            // SAFETY: a non-NULL `kwnames` is a borrowed tuple valid for this call.
+            let kwnames = unsafe { pyo3::Borrowed::from_ptr(py, kwnames) };
+            for (i, key) in kwnames.cast::<PyTuple>()?.iter().enumerate() {
+                // SAFETY: `args` holds `positional` (0) values and then one per keyword name,
+                // each a borrowed reference valid for this call.
+                let value = unsafe { pyo3::Borrowed::from_ptr(py, *args.add(positional + i)) };
+                set_keyword(&mut parsed, &key, &value)?;
+            }
+        }
+        // SAFETY: `slf` is a borrowed reference valid for this call.
+        export_from::<T>(unsafe { pyo3::Borrowed::from_ptr(py, slf) }, &parsed)
+    })
+}
+
+/// The export of [`dlpack_method`]'s functions, once the arguments are parsed.
+fn export_from<'py, T: PyExporter>(
+    slf: pyo3::Borrowed<'_, 'py, PyAny>,
+    args: &ExportArgs,
+) -> PyResult<Bound<'py, PyCapsule>> {
+    slf.cast::<T>()?.get().exporter().to_capsule(slf.py(), args)
+}
+
+/// Runs a C method's body: its result as a new reference, or NULL with the error (or a
+/// `PanicException` for a panic, which must not unwind into C) set as the Python exception.
+fn method_body<'py>(
+    py: Python<'py>,
+    body: impl FnOnce() -> PyResult<Bound<'py, PyCapsule>>,
+) -> *mut pyo3::ffi::PyObject {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(Ok(capsule)) => capsule.into_ptr(),
+        Ok(Err(err)) => {
+            err.restore(py);
+            core::ptr::null_mut()
+        }
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_owned());
+            pyo3::panic::PanicException::new_err(message).restore(py);
+            core::ptr::null_mut()
+        }
     }
 }
 
@@ -228,10 +544,7 @@ impl Exporter {
     pub(crate) fn export_no_sync(
         &self,
     ) -> Result<core::ptr::NonNull<dlpack_core::ffi::DLManagedTensorVersioned>, Error> {
-        let tensor = ManagedTensor::export(Shared(self.tensor.clone()))?;
-        core::ptr::NonNull::new(tensor.into_raw()?).ok_or(Error::NullPointer {
-            what: "managed tensor",
-        })
+        ManagedTensor::export_raw(Shared(self.tensor.clone()))
     }
 }
 
@@ -254,14 +567,16 @@ impl Source {
     /// The tensor as is, in the struct asked for; one heap block for a shared tensor, none for
     /// an owned one in its own struct.
     fn export_as(self, format: ExportStruct) -> Result<RawTensor, Error> {
-        let tensor = match self {
-            Source::Owned(t) => t,
-            Source::Shared(t) => match format {
-                ExportStruct::Versioned => ManagedTensor::export(Shared(t))?,
-                ExportStruct::Legacy => ManagedTensor::export_legacy(Shared(t))?,
-            },
-        };
-        raw_of(tensor, format)
+        match (self, format) {
+            (Source::Owned(t), format) => raw_of(t, format),
+            // The shared tensor was validated when it was made; its description is copied.
+            (Source::Shared(t), ExportStruct::Versioned) => {
+                ManagedTensor::export_raw(Shared(t)).map(RawTensor::Versioned)
+            }
+            (Source::Shared(t), ExportStruct::Legacy) => {
+                ManagedTensor::export_raw_legacy(Shared(t)).map(RawTensor::Legacy)
+            }
+        }
     }
 
     fn into_managed(self) -> Result<ManagedTensor, Error> {
@@ -604,29 +919,6 @@ impl DeviceHooks for NoHooks {
     }
 }
 
-/// The Python source of [`DLPackTensor`]'s `__dlpack__` (see there).
-const DLPACK_METHOD: &core::ffi::CStr =
-    c"def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-    \"\"\"Exports the tensor as a DLPack capsule (the array API standard's __dlpack__).\"\"\"
-    return _export(self, stream, max_version, dl_device, copy)
-__dlpack__.__qualname__ = 'DLPackTensor.__dlpack__'
-";
-
-/// `DLPackTensor.__dlpack__`'s work, with its arguments by position.
-#[pyfunction]
-fn dlpack_export<'py>(
-    tensor: &Bound<'py, DLPackTensor>,
-    stream: Option<i64>,
-    max_version: Option<(u32, u32)>,
-    dl_device: Option<(i32, i32)>,
-    copy: Option<bool>,
-) -> PyResult<Bound<'py, PyCapsule>> {
-    tensor
-        .get()
-        .exporter
-        .dlpack(tensor.py(), stream, max_version, dl_device, copy)
-}
-
 /// A Rust tensor as a Python object: `__dlpack__`, `__dlpack_device__`, and the DLPack C
 /// exchange API (`__dlpack_c_exchange_api__` on the type).
 ///
@@ -675,27 +967,20 @@ impl DLPackTensor {
     }
 }
 
+impl PyExporter for DLPackTensor {
+    fn exporter(&self) -> &Exporter {
+        &self.exporter
+    }
+}
+
 #[pymethods]
 impl DLPackTensor {
     /// `__dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None)`: a
-    /// `"dltensor_versioned"` capsule for `max_version >= (1, 0)`, else a `"dltensor"` one.
-    ///
-    /// A plain Python function (made once, when the type is), which hands its arguments on, by
-    /// position, to a Rust function. Under pyo3's `abi3-py39`, a Rust method decodes each
-    /// keyword name into a new `bytes` object before matching it, which made
-    /// `np.from_dlpack(tensor)` (three keywords) several times slower than NumPy's own;
-    /// CPython binds the keywords of a Python function by interned identity instead. The
-    /// signature is the standard's, as `inspect.signature` shows.
+    /// `"dltensor_versioned"` capsule for `max_version >= (1, 0)`, else a `"dltensor"` one
+    /// ([`dlpack_method`]).
     #[classattr]
     fn __dlpack__(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-        let export = wrap_pyfunction!(dlpack_export, py)?;
-        let globals = pyo3::types::PyDict::new(py);
-        globals.set_item("_export", export)?;
-        globals.set_item("__name__", "dlpack_pyo3")?;
-        py.run(DLPACK_METHOD, Some(&globals), None)?;
-        globals
-            .get_item("__dlpack__")?
-            .ok_or_else(|| pyo3::exceptions::PySystemError::new_err("__dlpack__ was not defined"))
+        dlpack_method::<DLPackTensor>(py)
     }
 
     /// `__dlpack_device__()`: `(device_type, device_id)`.
@@ -751,5 +1036,88 @@ impl DLPackTensor {
             t.dtype(),
             t.device()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pyo3::exceptions::PyTypeError;
+    use pyo3::ffi;
+
+    /// Calls `__dlpack__` of a fresh `DLPackTensor` through one of the two C functions, with
+    /// `positional` None arguments and the keyword arguments `kwargs`; returns the capsule's
+    /// name or the error.
+    fn call(
+        fast: bool,
+        positional: usize,
+        kwargs: &[(&str, Bound<'_, PyAny>)],
+    ) -> PyResult<String> {
+        Python::attach(|py| {
+            let tensor = ManagedTensor::export(vec![1.0f32, 2.0]).map_err(to_py_err)?;
+            let object = Bound::new(py, DLPackTensor::new(tensor))?;
+            let slf = object.as_ptr();
+            let result = if fast {
+                let mut values: Vec<*mut ffi::PyObject> = vec![py.None().as_ptr(); positional];
+                values.extend(kwargs.iter().map(|(_, v)| v.as_ptr()));
+                let names = PyTuple::new(py, kwargs.iter().map(|(k, _)| *k))?;
+                let kwnames = if kwargs.is_empty() {
+                    core::ptr::null_mut()
+                } else {
+                    names.as_ptr()
+                };
+                // SAFETY: the arguments are live objects of the kinds the function expects,
+                // borrowed for the call, and the thread is attached.
+                unsafe {
+                    raw_dlpack_fast::<DLPackTensor>(
+                        slf,
+                        values.as_ptr(),
+                        positional as ffi::Py_ssize_t,
+                        kwnames,
+                    )
+                }
+            } else {
+                let args = PyTuple::new(py, (0..positional).map(|_| py.None()))?;
+                let dict = PyDict::new(py);
+                for (k, v) in kwargs {
+                    dict.set_item(k, v)?;
+                }
+                let dict_ptr = if kwargs.is_empty() {
+                    core::ptr::null_mut()
+                } else {
+                    dict.as_ptr()
+                };
+                // SAFETY: as above.
+                unsafe { raw_dlpack_varargs::<DLPackTensor>(slf, args.as_ptr(), dict_ptr) }
+            };
+            // SAFETY: the function returns a new reference, or NULL with an exception set.
+            let capsule = unsafe { Bound::from_owned_ptr_or_err(py, result) }?;
+            let repr = capsule.repr()?.to_string();
+            Ok(repr.split('"').nth(1).unwrap_or_default().to_owned())
+        })
+    }
+
+    #[test]
+    fn both_calling_conventions_parse_the_same_arguments() {
+        Python::attach(|py| {
+            let version = (1, 0).into_pyobject(py).unwrap().into_any();
+            let none = py.None().into_bound(py);
+            let number = 7i64.into_pyobject(py).unwrap().into_any();
+            for fast in [false, true] {
+                assert_eq!(call(fast, 0, &[]).unwrap(), "dltensor");
+                let versioned = [("max_version", version.clone()), ("copy", none.clone())];
+                assert_eq!(call(fast, 0, &versioned).unwrap(), "dltensor_versioned");
+                for bad in [
+                    call(fast, 1, &[]),
+                    call(fast, 2, &[("max_version", version.clone())]),
+                    call(fast, 0, &[("colour", none.clone())]),
+                    call(fast, 0, &[("max_version", number.clone())]),
+                    call(fast, 0, &[("copy", number.clone())]),
+                ] {
+                    let err = bad.unwrap_err();
+                    assert!(err.is_instance_of::<PyTypeError>(py), "{err}");
+                }
+            }
+        });
     }
 }

@@ -37,7 +37,8 @@
 //!
 //! - Producer: [`DLPackTensor`], a ready-made `#[pyclass]`; [`Exporter`], the state any
 //!   `#[pyclass]` can hold and delegate `__dlpack__` / `__dlpack_device__` to; [`to_capsule`]
-//!   for one call; [`export_args`] for the keyword arguments.
+//!   for one call; [`dlpack_method`] and [`PyExporter`], the fastest `__dlpack__` for any
+//!   `#[pyclass]`; [`export_args`] for the keyword arguments.
 //! - Consumer: [`from_dlpack`], [`from_dlpack_with`] ([`ImportOptions`]: `dl_device`, `copy`,
 //!   `stream`), and [`from_dlpack_writable`] for callers that can promise exclusive access.
 //! - The DLPack 1.3 C exchange API: [`exchange_api`], offered on [`DLPackTensor`]'s type and used
@@ -69,7 +70,9 @@ mod import;
 
 pub use exceptions::to_py_err;
 pub use exchange::{exchange_api, type_exchange_api};
-pub use export::{DLPackTensor, Exporter, dlpack_device, export_args, to_capsule};
+pub use export::{
+    DLPackTensor, Exporter, PyExporter, dlpack_device, dlpack_method, export_args, to_capsule,
+};
 pub use import::{ImportOptions, from_dlpack, from_dlpack_with, from_dlpack_writable};
 
 use pyo3::prelude::*;

@@ -160,7 +160,12 @@ def test_an_unsupported_dl_device(m, balanced, dl_device):
     [
         {"max_version": 3},
         {"max_version": [1, 0]},
+        {"max_version": (1,)},
+        {"max_version": (1, 0, 0)},
+        {"max_version": ("1", "0")},
         {"dl_device": 3},
+        {"dl_device": (1, "0")},
+        {"an_unknown_keyword": None},
     ],
 )
 def test_arguments_of_the_wrong_type(m, balanced, kwargs):
@@ -173,6 +178,28 @@ def test_positional_arguments_are_refused(m, balanced):
     a = np.arange(4.0)
     t = f64(m)
     assert_same_kind(lambda: a.__dlpack__(None), lambda: t.__dlpack__(None))
+    assert_same_kind(
+        lambda: a.__dlpack__(None, max_version=(1, 0)), lambda: t.__dlpack__(None, max_version=(1, 0))
+    )
+
+
+def test_keyword_names_made_at_run_time(m, balanced):
+    """Names that are not interned (built at run time) are matched by value."""
+    t = f64(m)
+    name = "".join(["max_", "version"])
+    capsule = t.__dlpack__(**{name: (1, 0), "".join(["co", "py"]): None})
+    assert repr(capsule).startswith('<capsule object "dltensor_versioned"')
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_versio'"):
+        t.__dlpack__(**{name[:-1]: (1, 0)})
+
+
+def test_the_signature_is_the_standards(m):
+    import inspect
+
+    t = f64(m)
+    expected = "(*, stream=None, max_version=None, dl_device=None, copy=None)"
+    assert str(inspect.signature(t.__dlpack__)) == expected
+    assert str(inspect.signature(np.arange(1.0).__dlpack__)) == expected
 
 
 def test_an_object_without_dlpack(m):

@@ -15,3 +15,30 @@ if command -v readelf >/dev/null && readelf -d "$pyo3_ext/dlpack_testmod.abi3.so
 fi
 DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest -q -p no:cacheprovider \
     "$ROOT/dlpack-pyo3/tests/python"
+
+# Hardening (issue 9): the same Python tests under valgrind's memcheck, with CPython's own
+# allocator off (PYTHONMALLOC=malloc) so that every object is a malloc block valgrind sees. A
+# definite leak or a memory error whose stack passes through DLPack code (this workspace's
+# module, or the DLPack code of NumPy, JAX and tvm-ffi, where a tensor our importer failed to
+# delete was allocated) fails the step; the interpreter's and its libraries' own leaks at exit
+# are counted, not failed on (scripts/valgrind-ours.py). First a self-test: a deliberate leak
+# must be found. Skipped with --quick.
+if ((!QUICK)); then
+    step "valgrind leak check over the Python tests"
+    pyo3_vg=(env PYTHONMALLOC=malloc OPENBLAS_NUM_THREADS=1 DLPACK_TESTMOD_DIR="$pyo3_ext"
+        valgrind --leak-check=full --show-leak-kinds=definite --num-callers=40)
+    pyo3_log=$(mktemp)
+    "${pyo3_vg[@]}" --log-file="$pyo3_log" .venv/bin/python -c \
+        "import sys; sys.path.insert(0, '$pyo3_ext'); import dlpack_testmod; dlpack_testmod.leak_one_export()" ||
+        die "the valgrind self-test run failed (log: $pyo3_log)"
+    pyo3_found=$(python3 "$ROOT/scripts/valgrind-ours.py" "$pyo3_log" dlpack 2>&1 || true)
+    [[ $pyo3_found == *leak_one_export* ]] ||
+        die "the valgrind self-test did not find the deliberate leak of leak_one_export (log: $pyo3_log)"
+    echo "    self-test: the deliberate leak was found"
+    "${pyo3_vg[@]}" --log-file="$pyo3_log" .venv/bin/python -m pytest -q -p no:cacheprovider \
+        "$ROOT/dlpack-pyo3/tests/python" | tail -1 ||
+        die "the Python tests failed under valgrind (log: $pyo3_log)"
+    python3 "$ROOT/scripts/valgrind-ours.py" "$pyo3_log" dlpack ||
+        die "valgrind found a definite leak or a memory error in DLPack code (records above; log: $pyo3_log)"
+    rm -f "$pyo3_log"
+fi

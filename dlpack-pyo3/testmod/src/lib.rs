@@ -19,7 +19,9 @@
 //! - the C exchange API of any type, called from Rust (`exchange_roundtrip` and friends);
 //! - loops for the benchmark (`import_loop`);
 //! - a `#[derive(DLPack)]` struct crossing into Python and back (`derived_image`,
-//!   `to_derived_image`).
+//!   `to_derived_image`);
+//! - a deliberate leak (`leak_one_export`), which the valgrind step of
+//!   `scripts/steps/pyo3.check.sh` must find, to prove that it finds leaks.
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, c_char, c_void};
@@ -206,6 +208,15 @@ fn counters() -> (usize, usize) {
         CREATED.load(Ordering::SeqCst),
         DROPPED.load(Ordering::SeqCst),
     )
+}
+
+/// Exports a 16-byte `Vec` and never deletes it: a leak on purpose, for the self-test of the
+/// valgrind leak check (`scripts/steps/pyo3.check.sh`), which must report it.
+#[pyfunction]
+fn leak_one_export() -> PyResult<()> {
+    // Dropping the raw pointer without calling its deleter leaks the block and the Vec.
+    ManagedTensor::export_raw(vec![0u8; 16]).map_err(to_py_err)?;
+    Ok(())
 }
 
 /// The fake device hooks' calls since the last call, oldest first.
@@ -552,17 +563,40 @@ fn exchange_current_stream(ty: &Bound<'_, PyType>, device: (i32, i32)) -> PyResu
     Ok(stream.addr())
 }
 
-/// A capsule with an arbitrary name around a static byte, for misuse tests.
+/// A capsule with an arbitrary name, for misuse tests. Its pointer is its own name (a
+/// `CString`), which its destructor frees.
 #[pyfunction]
 fn foreign_capsule<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyCapsule>> {
-    static BYTE: u8 = 0;
-    let name = std::ffi::CString::new(name)?;
-    // The capsule keeps a 'static name; a handful of test names leak by design.
-    let name: &'static CStr = Box::leak(name.into_boxed_c_str());
-    let pointer = ptr::NonNull::from(&BYTE).cast::<c_void>();
-    // SAFETY: a pointer to a static, no destructor; nobody may take it as a tensor (its name is
-    // the test's, and DLPack names are refused before the pointer is read).
-    unsafe { PyCapsule::new_with_pointer(py, pointer, name) }
+    let name = std::ffi::CString::new(name)?.into_raw();
+    // SAFETY: `name` is a valid C string that lives until the destructor frees it; nobody may
+    // take the pointer as a tensor (its name is the test's, and DLPack names are refused before
+    // the pointer is read).
+    let capsule = unsafe { pyo3::ffi::PyCapsule_New(name.cast(), name, Some(free_name)) };
+    if capsule.is_null() {
+        // SAFETY: no capsule took the string.
+        drop(unsafe { std::ffi::CString::from_raw(name) });
+    }
+    // SAFETY: a new reference, or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, capsule) }?
+        .cast_into::<PyCapsule>()
+        .map_err(Into::into)
+}
+
+/// The destructor of [`foreign_capsule`]'s capsules: frees the name they point to.
+///
+/// # Safety
+/// `capsule` is a capsule made by [`foreign_capsule`], being destroyed.
+unsafe extern "C" fn free_name(capsule: *mut pyo3::ffi::PyObject) {
+    // SAFETY: a live capsule; whatever its name now (a consumer may have renamed it), GetPointer
+    // with that name returns the pointer, the `CString` made by `foreign_capsule`, which only
+    // this destructor frees.
+    unsafe {
+        let pointer =
+            pyo3::ffi::PyCapsule_GetPointer(capsule, pyo3::ffi::PyCapsule_GetName(capsule));
+        if !pointer.is_null() {
+            drop(std::ffi::CString::from_raw(pointer.cast()));
+        }
+    }
 }
 
 /// A user's own tensor type, DLPack-capable by one derive.
@@ -617,6 +651,7 @@ fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
     dlpack_pyo3::register(m)?;
     m.add_function(wrap_pyfunction!(from_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(counters, m)?)?;
+    m.add_function(wrap_pyfunction!(leak_one_export, m)?)?;
     m.add_function(wrap_pyfunction!(hook_log, m)?)?;
     m.add_function(wrap_pyfunction!(import_report, m)?)?;
     m.add_function(wrap_pyfunction!(import_safe_report, m)?)?;

@@ -34,7 +34,9 @@ fn dim_of<D: Dimension>(shape: &[i64]) -> Result<D, Error> {
     check_ndim::<D>(shape.len())?;
     let mut dim = D::zeros(shape.len());
     let mut product: usize = 1;
-    for (axis, &size) in shape.iter().enumerate() {
+    // One slice for all the writes (indexing an `IxDyn` checks its storage every time).
+    let sizes = dim.slice_mut();
+    for (axis, (&size, slot)) in shape.iter().zip(sizes.iter_mut()).enumerate() {
         let d = usize::try_from(size).map_err(|_| Error::DimOutOfRange {
             axis,
             value: size,
@@ -50,7 +52,7 @@ fn dim_of<D: Dimension>(shape: &[i64]) -> Result<D, Error> {
                     ),
                 })?;
         }
-        dim[axis] = d;
+        *slot = d;
     }
     Ok(dim)
 }
@@ -76,25 +78,30 @@ fn array_from_vec<T: Element, D: Dimension>(
 ///
 /// ndarray builds views from a pointer to the lowest-addressed element and non-negative
 /// strides; an axis whose DLPack stride is negative is then inverted, which moves the pointer
-/// back to the first element and makes the stride negative again. Empty tensors get ndarray's
-/// own layout for an empty shape (all strides zero): their strides reach nothing.
+/// back to the first element and makes the stride negative again. Row-major tensors and empty
+/// ones get ndarray's own default (C-order) layout for their shape, built from the shape alone:
+/// for a row-major tensor it reaches the same elements (a stride on an axis of size 1 never
+/// moves the pointer), and an empty tensor's strides reach nothing.
 struct NdLayout<D> {
     dim: D,
-    /// The magnitude of every stride, in elements; `None` for an empty tensor.
+    /// The magnitude of every stride, in elements; `None` for ndarray's default layout (a
+    /// row-major or empty tensor).
     strides: Option<D>,
     /// Elements from the first element (index `[0, 0, ...]`) to the lowest-addressed one.
     lowest: isize,
-    /// 1 for every axis to invert afterwards, 0 for the others.
-    inverted: D,
+    /// 1 for every axis to invert afterwards, 0 for the others; `None` when no stride is
+    /// negative (the common case, which then builds one `D` less).
+    inverted: Option<D>,
 }
 
 impl<D: Dimension> NdLayout<D> {
-    /// The layout of a core view with this shape, these strides and `len` elements.
-    fn of(shape: &[i64], strides: &[i64], len: usize) -> Result<Self, Error> {
+    /// The layout of a core view with this shape, these strides and `len` elements, row-major
+    /// (and contiguous) or not.
+    fn of(shape: &[i64], strides: &[i64], len: usize, row_major: bool) -> Result<Self, Error> {
         let dim = dim_of::<D>(shape)?;
-        let mut inverted = D::zeros(shape.len());
+        let mut inverted: Option<D> = None;
         let mut lowest: isize = 0;
-        if len == 0 {
+        if len == 0 || row_major {
             return Ok(NdLayout {
                 dim,
                 strides: None,
@@ -110,7 +117,7 @@ impl<D: Dimension> NdLayout<D> {
             let magnitude = isize::try_from(stride.unsigned_abs()).unwrap_or(isize::MAX);
             magnitudes[axis] = magnitude.unsigned_abs();
             if stride < 0 {
-                inverted[axis] = 1;
+                inverted.get_or_insert_with(|| D::zeros(shape.len()))[axis] = 1;
                 // The backward reach of this axis: one term of the validated span.
                 lowest = (size - 1)
                     .checked_mul(stride)
@@ -132,7 +139,10 @@ impl<D: Dimension> NdLayout<D> {
     }
 
     /// Inverts the axes that run backwards.
-    fn invert<S: ndarray::RawData>(inverted: &D, array: &mut ndarray::ArrayBase<S, D>) {
+    fn invert<S: ndarray::RawData>(inverted: Option<&D>, array: &mut ndarray::ArrayBase<S, D>) {
+        let Some(inverted) = inverted else {
+            return;
+        };
         for axis in 0..inverted.ndim() {
             if inverted[axis] == 1 {
                 array.invert_axis(Axis(axis));
@@ -144,8 +154,8 @@ impl<D: Dimension> NdLayout<D> {
     ///
     /// # Safety
     ///
-    /// `first` is the first element of a core view with the shape and strides this layout was
-    /// made from: aligned for `T`, and every element the view reaches lies in one allocation
+    /// `first` is the first element of a core view with the shape, strides and row-majorness
+    /// this layout was made from: aligned for `T`, and every element the view reaches lies in one allocation
     /// (or, for an empty view, `first` is any aligned non-NULL pointer).
     unsafe fn raw_view<T>(self, first: *const T) -> RawArrayView<T, D> {
         let lowest = first.wrapping_offset(self.lowest);
@@ -153,15 +163,17 @@ impl<D: Dimension> NdLayout<D> {
         // non-NULL, when the view is empty), so it is non-NULL and aligned. Moving from it along
         // the non-negative strides reaches exactly the view's elements, all in one allocation
         // whose span core checked to be at most isize::MAX bytes (so no offset overflows); the
-        // product of the non-zero sizes was checked against isize::MAX by `dim_of`. An empty
-        // view gets ndarray's default layout for its shape, all strides zero: no pointer moves.
+        // product of the non-zero sizes was checked against isize::MAX by `dim_of`. A row-major
+        // view gets ndarray's default C-order layout, whose strides equal the view's on every
+        // axis longer than 1 (the others never move the pointer); an empty view gets ndarray's
+        // default layout for an empty shape, all strides zero: no pointer moves.
         let mut raw = unsafe {
             match self.strides {
                 Some(strides) => RawArrayView::from_shape_ptr(self.dim.strides(strides), lowest),
                 None => RawArrayView::from_shape_ptr(self.dim, lowest),
             }
         };
-        Self::invert(&self.inverted, &mut raw);
+        Self::invert(self.inverted.as_ref(), &mut raw);
         raw
     }
 
@@ -181,7 +193,7 @@ impl<D: Dimension> NdLayout<D> {
                 None => RawArrayViewMut::from_shape_ptr(self.dim, lowest),
             }
         };
-        Self::invert(&self.inverted, &mut raw);
+        Self::invert(self.inverted.as_ref(), &mut raw);
         raw
     }
 }
@@ -190,7 +202,12 @@ impl<D: Dimension> NdLayout<D> {
 fn array_view<'a, T: Element, D: Dimension>(
     view: TensorView<'a, T>,
 ) -> Result<ArrayView<'a, T, D>, Error> {
-    let layout = NdLayout::<D>::of(view.shape(), view.strides(), view.len())?;
+    let layout = NdLayout::<D>::of(
+        view.shape(),
+        view.strides(),
+        view.len(),
+        view.is_row_major_contiguous(),
+    )?;
     // SAFETY: the pointer and layout are those of `view`, which core validated: aligned, every
     // element inside one allocation.
     let raw = unsafe { layout.raw_view(view.as_ptr()) };
@@ -203,7 +220,12 @@ fn array_view<'a, T: Element, D: Dimension>(
 fn array_view_mut<'a, T: Element, D: Dimension>(
     mut view: TensorViewMut<'a, T>,
 ) -> Result<ArrayViewMut<'a, T, D>, Error> {
-    let layout = NdLayout::<D>::of(view.shape(), view.strides(), view.len())?;
+    let layout = NdLayout::<D>::of(
+        view.shape(),
+        view.strides(),
+        view.len(),
+        view.is_row_major_contiguous(),
+    )?;
     // SAFETY: as in `array_view`; core's mutable view also guarantees that distinct indices
     // reach distinct elements.
     let raw = unsafe { layout.raw_view_mut(view.as_mut_ptr()) };
@@ -460,7 +482,12 @@ impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
         check_ndim::<D>(tensor.ndim())?;
         let (first, layout) = {
             let view = tensor.view::<T>()?;
-            let layout = NdLayout::<D>::of(view.shape(), view.strides(), view.len())?;
+            let layout = NdLayout::<D>::of(
+                view.shape(),
+                view.strides(),
+                view.len(),
+                view.is_row_major_contiguous(),
+            )?;
             (view.as_ptr(), layout)
         };
         let access = match tensor.view_mut::<T>() {

@@ -201,7 +201,10 @@ fn raw_exports_hand_the_same_block_to_c() {
     let raw = ManagedTensor::export_raw(v).unwrap();
     // SAFETY: a fresh export, owned here, taken once.
     let t = unsafe { ManagedTensor::from_raw(raw.as_ptr()) }.unwrap();
-    assert_eq!((t.shape(), t.view::<f64>().unwrap().as_ptr()), (&[3][..], ptr));
+    assert_eq!(
+        (t.shape(), t.view::<f64>().unwrap().as_ptr()),
+        (&[3][..], ptr)
+    );
     let back: Vec<f64> = t.reclaim().unwrap();
     assert_eq!(back.as_ptr(), ptr);
 
@@ -216,7 +219,11 @@ fn raw_exports_hand_the_same_block_to_c() {
         ManagedTensor::export_raw_legacy(shared).unwrap_err(),
         Error::LegacyReadOnly
     );
-    assert_eq!(Arc::strong_count(&keep), 1, "the refused producer was dropped");
+    assert_eq!(
+        Arc::strong_count(&keep),
+        1,
+        "the refused producer was dropped"
+    );
 }
 
 #[test]

@@ -46,6 +46,8 @@
 //! - Errors: [`to_py_err`], and two exception classes that also derive from the one NumPy raises
 //!   ([`exceptions`]).
 //! - [`register`] adds the class and the exceptions to an extension module.
+//! - Feature `cuda`: `cuda::from_dlpack_cuda`, PyTorch / CuPy / JAX GPU tensors into Rust with
+//!   the stream handshake and the CUDA driver's check of their device claim (dlpack-cuda).
 //!
 //! # Glue only
 //!
@@ -63,6 +65,8 @@
 //! does not link libpython. This crate's own tests embed CPython instead and link it.
 
 mod capsule;
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod exceptions;
 mod exchange;
 mod export;

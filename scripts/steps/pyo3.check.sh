@@ -5,7 +5,9 @@ step "dlpack-pyo3 Python tests (abi3 extension + pytest)"
 export PYO3_PYTHON="${PYO3_PYTHON:-$ROOT/.venv/bin/python3}"
 # PYO3_BUILD_EXTENSION_MODULE: do not link libpython (the interpreter that loads the module
 # provides it). Release, so that this build never invalidates the debug one of cargo test.
-PYO3_BUILD_EXTENSION_MODULE=1 cargo build --quiet --release -p dlpack-pyo3-testmod
+# The `cuda` feature adds the CUDA functions (dlpack-cuda loads libcuda at run time, so this
+# builds without a toolkit or driver).
+PYO3_BUILD_EXTENSION_MODULE=1 cargo build --quiet --release -p dlpack-pyo3-testmod --features cuda
 pyo3_target="${CARGO_TARGET_DIR:-$ROOT/target}"
 pyo3_ext="$pyo3_target/dlpack-pyo3-python"
 mkdir -p "$pyo3_ext"
@@ -15,6 +17,16 @@ if command -v readelf >/dev/null && readelf -d "$pyo3_ext/dlpack_testmod.abi3.so
 fi
 DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest -q -p no:cacheprovider \
     "$ROOT/dlpack-pyo3/tests/python"
+
+# The CUDA tests with PyTorch and CuPy: only with DLPACK_TEST_CUDA=1 (on a GPU machine, where
+# they must pass); otherwise one test runs (the CUDA importer's refusals without a driver) and
+# pytest prints why the others did not (-rs).
+step "dlpack-pyo3 CUDA tests (PyTorch, CuPy; DLPACK_TEST_CUDA=${DLPACK_TEST_CUDA:-unset})"
+DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest -q -rs -p no:cacheprovider \
+    "$ROOT/dlpack-pyo3/tests/python-gpu"
+if [[ ${DLPACK_TEST_CUDA:-} != 1 ]]; then
+    echo "    the GPU tests did not run: set DLPACK_TEST_CUDA=1 on a machine with a CUDA GPU, PyTorch and CuPy"
+fi
 
 # Hardening (issue 9): the same Python tests under valgrind's memcheck, with CPython's own
 # allocator off (PYTHONMALLOC=malloc) so that every object is a malloc block valgrind sees. A

@@ -20,8 +20,13 @@
 //! - loops for the benchmark (`import_loop`);
 //! - a `#[derive(DLPack)]` struct crossing into Python and back (`derived_image`,
 //!   `to_derived_image`);
+//! - with the feature `cuda`: float32 tensors on CUDA device 0 (`cuda_f32`) and the CUDA
+//!   importer of `dlpack_pyo3::cuda` (`cuda_import_report`, `cuda_import_address`), for `dlpack-pyo3/tests/python-gpu`;
 //! - a deliberate leak (`leak_one_export`), which the valgrind step of
 //!   `scripts/steps/pyo3.check.sh` must find, to prove that it finds leaks.
+
+#[cfg(feature = "cuda")]
+mod cuda;
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, c_char, c_void};
@@ -666,5 +671,7 @@ fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(foreign_capsule, m)?)?;
     m.add_function(wrap_pyfunction!(derived_image, m)?)?;
     m.add_function(wrap_pyfunction!(to_derived_image, m)?)?;
+    #[cfg(feature = "cuda")]
+    cuda::register(m)?;
     Ok(())
 }

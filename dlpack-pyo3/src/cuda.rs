@@ -1,0 +1,116 @@
+//! CUDA tensors across the Python boundary (feature `cuda`): PyTorch, CuPy or JAX GPU tensors
+//! into Rust with the stream handshake and the driver's check of their device claim, and Rust
+//! CUDA tensors out to them.
+//!
+//! Into Rust, [`from_dlpack_cuda`] does what the protocol asks of a CUDA consumer:
+//!
+//! 1. asks the object where its tensor lives (`__dlpack_device__`);
+//! 2. calls `__dlpack__(stream=s)` with `s` the consumer stream of the [`CudaHooks`] for that
+//!    device ([`CudaHooks::consumer_stream`]: the configured stream's handle, or `1` for the
+//!    legacy default stream), so that the producer makes its pending writes visible on that
+//!    stream (with an event, not a device-wide synchronisation);
+//! 3. checks the tensor's device claim with the driver ([`CudaImport::new`]: memory kind,
+//!    ordinal, and every reachable byte inside the allocation); a tensor that fails is deleted.
+//!
+//! Out to Python, a Rust CUDA tensor is a [`DLPackTensor`] with the hooks attached
+//! ([`DLPackTensor::with_hooks`]): its `__dlpack__(stream=s)` then records an event on the
+//! tensor's stream and makes the consumer's stream `s` wait on it.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use dlpack_core::ManagedTensor;
+//! use dlpack_cuda::{CudaBuffer, CudaHooks, open_device};
+//! use dlpack_pyo3::{DLPackTensor, to_py_err};
+//! use pyo3::prelude::*;
+//!
+//! Python::attach(|py| -> PyResult<()> {
+//!     let stream = open_device(0).map_err(to_py_err)?.default_stream();
+//!     let hooks = Arc::new(CudaHooks::new(stream.clone()).map_err(to_py_err)?);
+//!
+//!     // Rust -> Python: torch.from_dlpack(tensor) sees the same device memory.
+//!     let slice = stream.clone_htod(&[1.0f32, 2.0, 3.0]).expect("upload");
+//!     let tensor = ManagedTensor::export(CudaBuffer::new(slice)).map_err(to_py_err)?;
+//!     let object = Bound::new(py, DLPackTensor::with_hooks(tensor, hooks.clone()))?;
+//!
+//!     // Python -> Rust, here our own object back; a torch or CuPy tensor works the same.
+//!     let import = dlpack_pyo3::cuda::from_dlpack_cuda(object.as_any(), &hooks)?;
+//!     assert_eq!(import.to_host_vec::<f32>(&*hooks).map_err(to_py_err)?, [1.0, 2.0, 3.0]);
+//!     Ok(())
+//! })?;
+//! # Ok::<(), PyErr>(())
+//! ```
+//!
+//! Without a CUDA driver no [`CudaHooks`] can be made: [`CudaHooks::on_default_streams`] fails
+//! with an error whose message starts with `CUDA driver: ` (a `BufferError` through
+//! [`to_py_err`]); nothing panics.
+
+use dlpack_core::{Device, DeviceType};
+pub use dlpack_cuda::{CudaHooks, CudaImport};
+use pyo3::exceptions::PyAttributeError;
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+#[cfg(doc)]
+use crate::DLPackTensor;
+use crate::{ImportOptions, from_dlpack_with, from_dlpack_writable, to_py_err};
+
+/// Takes a Python CUDA tensor (a PyTorch, CuPy or JAX GPU array, or any object with
+/// `__dlpack__`, or a bare capsule) into Rust without a copy, read-only, after the stream
+/// handshake and the driver's check of its device claim (see the [module](self) docs).
+///
+/// Errors: those of [`crate::from_dlpack`]; `BufferError` for a tensor that is not on a CUDA
+/// device type (`kDLCUDA`, `kDLCUDAHost`, `kDLCUDAManaged`), whose claim the driver
+/// contradicts (it is deleted then), or when a driver call fails.
+pub fn from_dlpack_cuda(obj: &Bound<'_, PyAny>, hooks: &CudaHooks) -> PyResult<CudaImport> {
+    let options = options_for(obj, hooks)?;
+    let tensor = from_dlpack_with(obj, &options)?;
+    CudaImport::new(tensor, hooks).map_err(to_py_err)
+}
+
+/// [`from_dlpack_cuda`], keeping the producer's writability (for
+/// [`CudaImport::copy_from_host`] and writes through the device view).
+///
+/// # Safety
+///
+/// As for [`from_dlpack_writable`]: while the result lives, nothing else accesses the memory
+/// other than by reading it while Rust does not write it (not Python code through the producer,
+/// and not another import of the same object).
+pub unsafe fn from_dlpack_cuda_writable(
+    obj: &Bound<'_, PyAny>,
+    hooks: &CudaHooks,
+) -> PyResult<CudaImport> {
+    let options = options_for(obj, hooks)?;
+    // SAFETY: forwarded contract.
+    let tensor = unsafe { from_dlpack_writable(obj, &options) }?;
+    CudaImport::new(tensor, hooks).map_err(to_py_err)
+}
+
+/// The import options of a CUDA consumer: the consumer stream for the object's device, or none
+/// for a bare capsule (its producer has already handed the tensor over) and for a device that
+/// is not CUDA (the import then fails in [`CudaImport::new`], which says why).
+fn options_for(obj: &Bound<'_, PyAny>, hooks: &CudaHooks) -> PyResult<ImportOptions> {
+    if obj.is_instance_of::<PyCapsule>() {
+        return Ok(ImportOptions::default());
+    }
+    let device = match obj.call_method0(pyo3::intern!(obj.py(), "__dlpack_device__")) {
+        Ok(answer) => {
+            let (device_type, id): (i32, i32) = answer.extract()?;
+            Device::new(DeviceType(device_type), id)
+        }
+        // No `__dlpack_device__`: the import below reports what the object lacks.
+        Err(err) if err.is_instance_of::<PyAttributeError>(obj.py()) => {
+            return Ok(ImportOptions::default());
+        }
+        Err(err) => return Err(err),
+    };
+    let stream = match device.device_type {
+        DeviceType::CUDA | DeviceType::CUDA_HOST | DeviceType::CUDA_MANAGED => {
+            Some(hooks.consumer_stream(device).map_err(to_py_err)?)
+        }
+        _ => None,
+    };
+    Ok(ImportOptions {
+        stream,
+        ..ImportOptions::default()
+    })
+}

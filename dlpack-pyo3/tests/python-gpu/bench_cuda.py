@@ -1,0 +1,49 @@
+"""Per-call overhead of CUDA exchanges between Rust and PyTorch (not part of the test suite; needs
+a GPU, PyTorch and CuPy, and the test module built with --features cuda):
+
+    DLPACK_TESTMOD_DIR=<folder with dlpack_testmod.abi3.so> python \
+        dlpack-pyo3/tests/python-gpu/bench_cuda.py
+
+Prints the median of several timeit repeats, in microseconds per exchange, of:
+- torch.from_dlpack(rust_tensor) against torch.from_dlpack(cupy_array), in the same run;
+- the Rust CUDA importer (stream handshake and driver check included) on a torch tensor.
+"""
+
+import os
+import statistics
+import sys
+import timeit
+
+sys.path.insert(0, os.environ["DLPACK_TESTMOD_DIR"])
+
+import cupy  # noqa: E402
+import dlpack_testmod as m  # noqa: E402
+import torch  # noqa: E402
+
+N = 20_000
+REPEATS = 7
+
+
+def per_call(stmt):
+    times = timeit.repeat(stmt, number=N, repeat=REPEATS)
+    return statistics.median(times) / N * 1e6
+
+
+def main():
+    rust, _ = m.cuda_f32([0.0] * 1024, [32, 32])
+    c = cupy.zeros((32, 32), dtype=cupy.float32)
+    t = torch.zeros((32, 32), dtype=torch.float32, device="cuda")
+    rows = [
+        ("torch.from_dlpack(cupy_array)", per_call(lambda: torch.from_dlpack(c))),
+        ("torch.from_dlpack(rust_tensor)", per_call(lambda: torch.from_dlpack(rust))),
+        ("Rust CUDA importer on a torch tensor", per_call(lambda: m.cuda_import_address(t))),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print(f"median of {REPEATS} repeats, us per exchange (torch {torch.__version__}, "
+          f"cupy {cupy.__version__}, {torch.cuda.get_device_name()})")
+    for name, us in rows:
+        print(f"  {name:<{width}}  {us:8.2f}")
+
+
+if __name__ == "__main__":
+    main()

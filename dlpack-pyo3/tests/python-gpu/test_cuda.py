@@ -1,0 +1,93 @@
+"""CUDA tensors between Rust and PyTorch / CuPy through dlpack-pyo3's `cuda` feature: pointer
+identity, values, strides, memory kinds and the stream handshake."""
+
+import pytest
+
+VALUES = [float(i) for i in range(12)]
+
+
+def test_the_cuda_importer_refuses_what_it_cannot_check(m):
+    """Runs everywhere: without a driver no hooks can be made; with one, a CPU tensor is
+    not a CUDA tensor. Both are BufferErrors that say why."""
+
+    class CpuTensor:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs):
+            return m.from_bytes(bytes(8), (2, 32, 1), [2]).__dlpack__(**kwargs)
+
+    with pytest.raises(BufferError) as info:
+        m.cuda_import_report(CpuTensor())
+    driver_error = m.cuda_driver_error()
+    if driver_error is None:
+        assert "no device hook handles cpu:0" in str(info.value)
+    else:
+        assert driver_error.startswith("CUDA driver: ")
+        assert str(info.value) == driver_error
+
+
+def test_torch_into_rust_without_a_copy(m, torch):
+    t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)
+    r = m.cuda_import_report(t)
+    assert r["device"] == (2, torch.cuda.current_device())
+    assert r["kind"] == "Device"
+    assert r["data_ptr"] == t.data_ptr()
+    assert (r["shape"], r["strides"], r["dtype"]) == ([3, 4], [4, 1], "float32")
+    assert r["values"] == VALUES
+
+
+def test_a_transposed_torch_tensor_keeps_its_strides(m, torch):
+    t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4).T
+    r = m.cuda_import_report(t)
+    assert r["data_ptr"] == t.data_ptr()
+    assert (r["shape"], r["strides"]) == ([4, 3], [1, 4])
+    assert r["values"] == t.contiguous().cpu().flatten().tolist()
+
+
+def test_rust_into_torch_without_a_copy(m, torch):
+    rust, address = m.cuda_f32(VALUES, [3, 4])
+    t = torch.from_dlpack(rust)
+    assert t.device.type == "cuda"
+    assert t.data_ptr() == address
+    assert t.cpu().flatten().tolist() == VALUES
+    # And back into Rust: the same memory still.
+    assert m.cuda_import_report(t)["data_ptr"] == address
+
+
+def test_cupy_both_ways_without_a_copy(m, cupy):
+    c = cupy.arange(12, dtype=cupy.float32).reshape(3, 4)
+    r = m.cuda_import_report(c)
+    assert r["data_ptr"] == c.data.ptr
+    assert r["values"] == VALUES
+    rust, address = m.cuda_f32(VALUES, [3, 4])
+    back = cupy.from_dlpack(rust)
+    assert back.data.ptr == address
+    assert back.get().flatten().tolist() == VALUES
+
+
+def test_managed_memory_is_detected_from_the_pointer(m, cupy):
+    """CuPy's array over managed memory: whatever device type CuPy claims for it (kDLCUDA or
+    kDLCUDAManaged), the driver's pointer attributes say managed, and the claim is accepted."""
+    managed = cupy.cuda.MemoryPointer(cupy.cuda.malloc_managed(48), 0)
+    array = cupy.ndarray((12,), dtype=cupy.float32, memptr=managed)
+    array[...] = cupy.arange(12, dtype=cupy.float32)
+    r = m.cuda_import_report(array)
+    assert r["device"][0] in (2, 13)
+    assert r["data_ptr"] == array.data.ptr
+    assert r["kind"] == "Managed"
+    assert r["values"] == VALUES
+
+
+def test_a_producer_stream_and_a_consumer_stream_are_ordered(m, torch):
+    """PyTorch writes on its own stream; the Rust importer passes its stream (the legacy
+    default) to __dlpack__, PyTorch makes it wait with an event, and the copy to the host on
+    that stream sees every write."""
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        t = torch.ones(1 << 22, dtype=torch.float32, device="cuda")
+        for _ in range(20):
+            t.mul_(1.0)
+        t.add_(2.0)
+        r = m.cuda_import_report(t)
+    assert set(r["values"]) == {3.0}

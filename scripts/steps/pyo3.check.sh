@@ -21,8 +21,17 @@ DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest -q -p no:cacheprovider
 # The CUDA tests with PyTorch and CuPy: only with DLPACK_TEST_CUDA=1 (on a GPU machine, where
 # they must pass); otherwise one test runs (the CUDA importer's refusals without a driver) and
 # pytest prints why the others did not (-rs).
+# PyTorch and CuPy are not in .venv: with the switch the tests run under DLPACK_GPU_PYTHON
+# (default: the python3 on PATH), which must import torch, cupy and pytest (the abi3 module
+# loads in any CPython >= 3.9).
 step "dlpack-pyo3 CUDA tests (PyTorch, CuPy; DLPACK_TEST_CUDA=${DLPACK_TEST_CUDA:-unset})"
-DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest -q -rs -p no:cacheprovider \
+pyo3_gpu_python=.venv/bin/python
+if [[ ${DLPACK_TEST_CUDA:-} == 1 ]]; then
+    pyo3_gpu_python=${DLPACK_GPU_PYTHON:-python3}
+    "$pyo3_gpu_python" -c "import torch, cupy, pytest" ||
+        die "DLPACK_TEST_CUDA=1, but $pyo3_gpu_python cannot import torch, cupy and pytest: set DLPACK_GPU_PYTHON to an interpreter that can"
+fi
+DLPACK_TESTMOD_DIR="$pyo3_ext" "$pyo3_gpu_python" -m pytest -q -rs -p no:cacheprovider \
     "$ROOT/dlpack-pyo3/tests/python-gpu"
 if [[ ${DLPACK_TEST_CUDA:-} != 1 ]]; then
     echo "    the GPU tests did not run: set DLPACK_TEST_CUDA=1 on a machine with a CUDA GPU, PyTorch and CuPy"

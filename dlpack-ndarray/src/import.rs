@@ -138,6 +138,16 @@ impl<D: Dimension> NdLayout<D> {
         })
     }
 
+    /// The layout of a core view.
+    fn of_view<T: Element>(view: &TensorView<'_, T>) -> Result<Self, Error> {
+        Self::of(
+            view.shape(),
+            view.strides(),
+            view.len(),
+            view.is_row_major_contiguous(),
+        )
+    }
+
     /// Inverts the axes that run backwards.
     fn invert<S: ndarray::RawData>(inverted: Option<&D>, array: &mut ndarray::ArrayBase<S, D>) {
         let Some(inverted) = inverted else {
@@ -202,12 +212,7 @@ impl<D: Dimension> NdLayout<D> {
 fn array_view<'a, T: Element, D: Dimension>(
     view: TensorView<'a, T>,
 ) -> Result<ArrayView<'a, T, D>, Error> {
-    let layout = NdLayout::<D>::of(
-        view.shape(),
-        view.strides(),
-        view.len(),
-        view.is_row_major_contiguous(),
-    )?;
+    let layout = NdLayout::<D>::of_view(&view)?;
     // SAFETY: the pointer and layout are those of `view`, which core validated: aligned, every
     // element inside one allocation.
     let raw = unsafe { layout.raw_view(view.as_ptr()) };
@@ -220,12 +225,7 @@ fn array_view<'a, T: Element, D: Dimension>(
 fn array_view_mut<'a, T: Element, D: Dimension>(
     mut view: TensorViewMut<'a, T>,
 ) -> Result<ArrayViewMut<'a, T, D>, Error> {
-    let layout = NdLayout::<D>::of(
-        view.shape(),
-        view.strides(),
-        view.len(),
-        view.is_row_major_contiguous(),
-    )?;
+    let layout = NdLayout::<D>::of_view(&view.as_view())?;
     // SAFETY: as in `array_view`; core's mutable view also guarantees that distinct indices
     // reach distinct elements.
     let raw = unsafe { layout.raw_view_mut(view.as_mut_ptr()) };
@@ -482,13 +482,7 @@ impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
         check_ndim::<D>(tensor.ndim())?;
         let (first, layout) = {
             let view = tensor.view::<T>()?;
-            let layout = NdLayout::<D>::of(
-                view.shape(),
-                view.strides(),
-                view.len(),
-                view.is_row_major_contiguous(),
-            )?;
-            (view.as_ptr(), layout)
+            (view.as_ptr(), NdLayout::<D>::of_view(&view)?)
         };
         let access = match tensor.view_mut::<T>() {
             // SAFETY: the layout is that of the read-only view above, which has the same shape

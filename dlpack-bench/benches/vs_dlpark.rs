@@ -23,6 +23,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use divan::{Bencher, black_box};
+use dlpack_bench::SharedOurs;
 use dlpack_core::{Export, ExportDesc, ManagedTensor};
 use dlpack_ndarray::{AsArray, IntoDLPack};
 use dlpark::ffi::{DLDevice, DLManagedTensorVersioned};
@@ -37,39 +38,6 @@ fn main() {
 const B16: usize = 16;
 const MIB: usize = 1 << 20;
 const GIB: usize = 1 << 30;
-
-/// A shared, read-only `f32` buffer exported as a 1-d tensor by this workspace.
-struct SharedOurs(Arc<Vec<f32>>);
-
-// SAFETY: `describe` reports the shared Vec's buffer (len initialised f32s) read-only; the Arc
-// keeps it alive and in place while `self` lives, and no one writes it.
-unsafe impl Export for SharedOurs {
-    fn ndim(&self) -> usize {
-        1
-    }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape[0] = self.0.len() as i64;
-        strides[0] = 1;
-        ExportDesc::host(self.0.as_ptr().cast_mut()).read_only()
-    }
-}
-
-/// The same owner, exported by dlpark as a read-only 1-d tensor.
-fn dlpark_shared(buf: &Arc<Vec<f32>>) -> versioned::Dlpack {
-    let len = buf.len() as i64;
-    let data = buf.as_ptr().cast_mut().cast::<c_void>();
-    let mut init = Dynamic::new([len], [1i64])
-        .prepare_as::<DLManagedTensorVersioned>()
-        .unwrap()
-        .initialize(Arc::clone(buf));
-    init.set_data(data)
-        .set_dtype(f32::DTYPE)
-        .set_device(DLDevice::CPU);
-    init.set_flags(DlpackFlags::READ_ONLY).unwrap();
-    // SAFETY: data, shape, dtype and device describe the Arc's live buffer, which the context
-    // (the Arc clone) keeps alive until the deleter runs; the tensor is read-only.
-    unsafe { init.finish() }
-}
 
 mod zero_copy {
     use super::*;
@@ -94,7 +62,7 @@ mod zero_copy {
     fn dlpark_shared(bencher: Bencher, bytes: usize) {
         let buf = Arc::new(vec![1.0f32; bytes / 4]);
         bencher.bench_local(|| {
-            let raw = super::dlpark_shared(&buf).into_raw();
+            let raw = dlpack_bench::dlpark_shared(&buf).into_raw();
             // SAFETY: `raw` was just exported and is owned here.
             let t = unsafe { versioned::Dlpack::from_raw(black_box(raw)) }.unwrap();
             let checked = t.validate().unwrap();
@@ -352,7 +320,7 @@ mod split {
     #[divan::bench(sample_count = 200, sample_size = 1000)]
     fn dlpark_export_drop(bencher: Bencher) {
         let buf = Arc::new(vec![1.0f32; 4]);
-        bencher.bench_local(|| drop(black_box(super::dlpark_shared(&buf))));
+        bencher.bench_local(|| drop(black_box(dlpack_bench::dlpark_shared(&buf))));
     }
 
     /// Workspace: `from_raw` (validation) -> typed view -> read -> `into_raw`.
@@ -377,7 +345,7 @@ mod split {
     #[divan::bench(sample_count = 200, sample_size = 1000)]
     fn dlpark_import_view(bencher: Bencher) {
         let buf = Arc::new(vec![1.0f32; 4]);
-        let mut raw = super::dlpark_shared(&buf).into_raw();
+        let mut raw = dlpack_bench::dlpark_shared(&buf).into_raw();
         bencher.bench_local(|| {
             // SAFETY: `raw` is a live tensor owned here (handed back by `into_raw` each time).
             let t = unsafe { versioned::Dlpack::from_raw(black_box(raw)) }.unwrap();

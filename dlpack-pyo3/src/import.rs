@@ -132,17 +132,15 @@ unsafe fn import(
         // Not synchronised: take it again through __dlpack__, where the producer is.
         drop(tensor);
     }
-    let method = match obj.getattr(intern!(py, "__dlpack__")) {
-        Ok(method) => method,
-        Err(err) if err.is_instance_of::<PyAttributeError>(py) => {
-            let found = obj.get_type().name()?;
-            return Err(PyTypeError::new_err(format!(
-                "expected an object with __dlpack__ (a NumPy, JAX, PyTorch, TVM, ... tensor) or a DLPack capsule, found an object of type {found}"
-            )));
+    let (capsule, keywords_seen) = match vectorcall_method() {
+        Some(call) if *options == ImportOptions::default() => call_dlpack_fast(obj, call)?,
+        _ => {
+            let method = obj
+                .getattr(intern!(py, "__dlpack__"))
+                .map_err(|err| missing(obj, err))?;
+            call_dlpack(&method, options)?
         }
-        Err(err) => return Err(err),
     };
-    let (capsule, keywords_seen) = call_dlpack(&method, options)?;
     let raw: RawTensor = take_capsule(&capsule)?;
     // SAFETY: as for a bare capsule.
     let tensor = unsafe { raw.into_managed(writable) }?;
@@ -151,6 +149,151 @@ unsafe fn import(
     } else {
         serve_locally(tensor, options)
     }
+}
+
+/// Calls `obj.__dlpack__(max_version=(1, 3))` as [`from_dlpack`] does for a producer without
+/// the C exchange API, and returns the result (a DLPack capsule, from any conforming producer)
+/// without taking it: the fastest call the interpreter allows (no bound method, no keyword
+/// dict, where it exports `PyObject_VectorcallMethod`), and on `TypeError` (a producer older
+/// than the keywords) `obj.__dlpack__()`.
+///
+/// For code that hands capsules on, or measures the `__dlpack__` route against the C exchange
+/// API. Errors as [`from_dlpack`]'s for the call.
+///
+/// ```
+/// use dlpack_pyo3::DLPackTensor;
+/// use pyo3::prelude::*;
+/// use pyo3::types::PyCapsule;
+///
+/// Python::attach(|py| -> PyResult<()> {
+///     let tensor = dlpack_core::ManagedTensor::export(vec![1u8, 2, 3]).map_err(dlpack_pyo3::to_py_err)?;
+///     let object = Bound::new(py, DLPackTensor::new(tensor))?;
+///     let capsule = dlpack_pyo3::dlpack_capsule(object.as_any())?;
+///     assert!(capsule.is_instance_of::<PyCapsule>());
+///     assert_eq!(dlpack_pyo3::from_dlpack(&capsule)?.shape(), &[3]);
+///     Ok(())
+/// })?;
+/// # Ok::<(), pyo3::PyErr>(())
+/// ```
+pub fn dlpack_capsule<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let (capsule, _) = match vectorcall_method() {
+        Some(call) => call_dlpack_fast(obj, call)?,
+        None => {
+            let method = obj
+                .getattr(intern!(py, "__dlpack__"))
+                .map_err(|err| missing(obj, err))?;
+            call_dlpack(&method, &ImportOptions::default())?
+        }
+    };
+    Ok(capsule)
+}
+
+/// The `TypeError` for an object that has no `__dlpack__`.
+fn no_dlpack(obj: &Bound<'_, PyAny>) -> PyErr {
+    let found = obj
+        .get_type()
+        .name()
+        .map_or_else(|_| "?".to_owned(), |name| name.to_string());
+    PyTypeError::new_err(format!(
+        "expected an object with __dlpack__ (a NumPy, JAX, PyTorch, TVM, ... tensor) or a DLPack capsule, found an object of type {found}"
+    ))
+}
+
+/// CPython's `PyObject_VectorcallMethod(name, args, nargsf, kwnames)`.
+type VectorcallMethod = unsafe extern "C" fn(
+    name: *mut pyo3::ffi::PyObject,
+    args: *const *mut pyo3::ffi::PyObject,
+    nargsf: usize,
+    kwnames: *mut pyo3::ffi::PyObject,
+) -> *mut pyo3::ffi::PyObject;
+
+/// `PyObject_VectorcallMethod` of the running interpreter, looked up once; `None` where it
+/// cannot be found (then `__dlpack__` is called through a bound method and a keyword dict).
+///
+/// It calls a method with keywords without making a bound method object or a dict, which
+/// halves the cost of importing from a producer without the C exchange API (NumPy, say). It is
+/// a public CPython function since 3.9 and part of the stable ABI since 3.12, but the abi3-py39
+/// headers do not declare it, so it is found at run time in the interpreter's global symbols
+/// rather than linked: a module built for 3.9 still loads on any interpreter, and uses the
+/// function wherever the interpreter exports it.
+fn vectorcall_method() -> Option<VectorcallMethod> {
+    static FOUND: std::sync::OnceLock<Option<VectorcallMethod>> = std::sync::OnceLock::new();
+    *FOUND.get_or_init(|| {
+        #[cfg(unix)]
+        {
+            // The program itself and the libraries loaded into its global scope (libpython, or
+            // the python executable that exports the C API).
+            let program = libloading::os::unix::Library::this();
+            // SAFETY: where CPython exports this name (3.9 and later), it is the function of
+            // `VectorcallMethod`'s signature; looking it up runs no code.
+            let found = unsafe { program.get::<VectorcallMethod>(b"PyObject_VectorcallMethod\0") }
+                .ok()
+                .map(|symbol| *symbol);
+            // The program stays loaded for the life of the process: the pointer stays valid
+            // after the handle is closed.
+            drop(program);
+            found
+        }
+        #[cfg(not(unix))]
+        {
+            None
+        }
+    })
+}
+
+/// `obj.__dlpack__(max_version=(1, 3))` through `PyObject_VectorcallMethod`, and on
+/// `TypeError` (a producer older than the keywords) `obj.__dlpack__()`, as [`call_dlpack`]
+/// does without options; returns the result and whether the producer took the keywords.
+fn call_dlpack_fast<'py>(
+    obj: &Bound<'py, PyAny>,
+    call: VectorcallMethod,
+) -> PyResult<(Bound<'py, PyAny>, bool)> {
+    let py = obj.py();
+    let name = intern!(py, "__dlpack__");
+    let max_version = max_version(py)?;
+    let kwnames = MAX_VERSION_NAME.get_or_try_init(py, || {
+        PyTuple::new(py, [intern!(py, "max_version")]).map(Bound::unbind)
+    })?;
+    let args = [obj.as_ptr(), max_version.as_ptr()];
+    // SAFETY: the thread is attached (`py`); `name` is a str; `args` holds the object (one
+    // argument by position, no offset flag) then one value per name in `kwnames`, a tuple of
+    // str; all are borrowed and outlive the call.
+    let result = unsafe { call(name.as_ptr(), args.as_ptr(), 1, kwnames.as_ptr()) };
+    // SAFETY: the call returns a new reference, or NULL with an exception set.
+    match unsafe { Bound::from_owned_ptr_or_err(py, result) } {
+        Ok(capsule) => Ok((capsule, true)),
+        Err(err) if err.is_instance_of::<PyTypeError>(py) => {
+            Ok((obj.call_method0(name).map_err(|e| missing(obj, e))?, false))
+        }
+        Err(err) => Err(missing(obj, err)),
+    }
+}
+
+/// `err`, or [`no_dlpack`]'s `TypeError` when `err` is an `AttributeError` because `obj` has
+/// no `__dlpack__` (rather than one raised inside it).
+fn missing(obj: &Bound<'_, PyAny>, err: PyErr) -> PyErr {
+    let py = obj.py();
+    if err.is_instance_of::<PyAttributeError>(py)
+        && !obj.hasattr(intern!(py, "__dlpack__")).unwrap_or(true)
+    {
+        no_dlpack(obj)
+    } else {
+        err
+    }
+}
+
+/// `("max_version",)`, made once: the keyword names of [`call_dlpack_fast`].
+static MAX_VERSION_NAME: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
+
+/// [`CONSUMER_MAX_VERSION`] as a Python tuple, made once.
+fn max_version(py: Python<'_>) -> PyResult<&Bound<'_, PyTuple>> {
+    MAX_VERSION
+        .get_or_try_init(py, || {
+            PyTuple::new(py, [CONSUMER_MAX_VERSION.major, CONSUMER_MAX_VERSION.minor])
+                .map(Bound::unbind)
+        })
+        .map(|tuple| tuple.bind(py))
 }
 
 /// `(1, 3)`, made once.
@@ -163,12 +306,8 @@ fn call_dlpack<'py>(
     options: &ImportOptions,
 ) -> PyResult<(Bound<'py, PyAny>, bool)> {
     let py = method.py();
-    let max_version = MAX_VERSION.get_or_try_init(py, || {
-        PyTuple::new(py, [CONSUMER_MAX_VERSION.major, CONSUMER_MAX_VERSION.minor])
-            .map(Bound::unbind)
-    })?;
     let kwargs = PyDict::new(py);
-    kwargs.set_item(intern!(py, "max_version"), max_version.bind(py))?;
+    kwargs.set_item(intern!(py, "max_version"), max_version(py)?)?;
     if let Some(stream) = options.stream {
         kwargs.set_item(intern!(py, "stream"), stream)?;
     }
@@ -225,5 +364,21 @@ fn serve_locally(tensor: ManagedTensor, options: &ImportOptions) -> PyResult<Man
                 "the producer of this {device} tensor did not take dl_device / copy, and copying it to {target} needs its device runtime; expected a producer that takes the DLPack 2023.12 keywords"
             ),
         })),
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    /// The fast `__dlpack__` call is found in CPython (here the embedded interpreter; the
+    /// Python tests' benchmark shows it in an extension module): without it every import from
+    /// a producer without the C exchange API would silently take the slower route.
+    #[test]
+    fn cpython_exports_pyobject_vectorcallmethod() {
+        pyo3::Python::attach(|_| {
+            assert!(
+                super::vectorcall_method().is_some(),
+                "PyObject_VectorcallMethod not found in the running CPython"
+            );
+        });
     }
 }

@@ -77,7 +77,9 @@ pub use exchange::{exchange_api, type_exchange_api};
 pub use export::{
     DLPackTensor, Exporter, PyExporter, dlpack_device, dlpack_method, export_args, to_capsule,
 };
-pub use import::{ImportOptions, from_dlpack, from_dlpack_with, from_dlpack_writable};
+pub use import::{
+    ImportOptions, dlpack_capsule, from_dlpack, from_dlpack_with, from_dlpack_writable,
+};
 
 use pyo3::prelude::*;
 

@@ -360,13 +360,12 @@ fn reexport(obj: &Bound<'_, PyAny>) -> PyResult<DLPackTensor> {
 }
 
 /// Imports `obj` `n` times, dropping each tensor at once. `route="auto"` is the importer's own
-/// choice (the C exchange API when the type offers it); `route="dlpack"` calls
-/// `__dlpack__(max_version=(1, 3))` and imports the capsule, as the importer does for types
-/// without the C API.
+/// choice (the C exchange API when the type offers it); `route="dlpack"` takes the capsule of
+/// `obj.__dlpack__(max_version=(1, 3))` with `dlpack_pyo3::dlpack_capsule` (the call the
+/// importer makes for types without the C API) and imports it.
 #[pyfunction]
 #[pyo3(signature = (obj, n, route="auto"))]
 fn import_loop(obj: &Bound<'_, PyAny>, n: usize, route: &str) -> PyResult<()> {
-    let py = obj.py();
     match route {
         "auto" => {
             for _ in 0..n {
@@ -374,10 +373,8 @@ fn import_loop(obj: &Bound<'_, PyAny>, n: usize, route: &str) -> PyResult<()> {
             }
         }
         "dlpack" => {
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("max_version", (1, 3))?;
             for _ in 0..n {
-                let capsule = obj.call_method("__dlpack__", (), Some(&kwargs))?;
+                let capsule = dlpack_pyo3::dlpack_capsule(obj)?;
                 drop(dlpack_pyo3::from_dlpack(&capsule)?);
             }
         }

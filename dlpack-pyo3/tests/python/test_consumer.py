@@ -77,3 +77,47 @@ def test_producer_errors_reach_the_caller_unchanged(m):
 
     with pytest.raises(BufferError, match="nope"):
         m.import_report(Failing())
+
+
+def test_an_object_without_dlpack_is_a_type_error_that_names_its_type(m):
+    class NotATensor:
+        pass
+
+    with pytest.raises(TypeError, match="expected an object with __dlpack__.*NotATensor"):
+        m.import_report(NotATensor())
+    with pytest.raises(TypeError, match="expected an object with __dlpack__.*NotATensor"):
+        m.import_report(NotATensor(), copy=True)  # the other route, with a keyword dict
+
+
+def test_an_attribute_error_inside_dlpack_reaches_the_caller_unchanged(m):
+    class Broken:
+        def __dlpack__(self, **kwargs):
+            return self.missing
+
+    with pytest.raises(AttributeError, match="missing"):
+        m.import_report(Broken())
+    with pytest.raises(AttributeError, match="missing"):
+        m.import_report(Broken(), copy=False)
+
+
+def test_dlpack_set_on_the_instance_is_called_too(m):
+    a = np.arange(4.0)
+    calls = []
+
+    class Holder:
+        pass
+
+    h = Holder()
+    h.__dlpack__ = lambda **kw: (calls.append(kw), a.__dlpack__(**kw))[1]
+    got = m.import_report(h)
+    assert calls == [dict(max_version=(1, 3))]
+    assert got["data_ptr"] == a.ctypes.data
+
+
+def test_the_dlpack_route_of_the_import_loop_asks_for_1_3_each_time(m):
+    p = NewProducer(np.arange(3.0))
+    m.import_loop(p, 2, "dlpack")
+    assert [c["max_version"] for c in p.calls] == [(1, 3), (1, 3)]
+    old = OldProducer(np.arange(3.0))
+    m.import_loop(old, 2, "dlpack")
+    assert old.calls == [None, None]

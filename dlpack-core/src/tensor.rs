@@ -277,8 +277,13 @@ impl CheckedTensor {
     /// The shape (every size is >= 0).
     #[inline]
     pub fn shape(&self) -> &[i64] {
-        // SAFETY: validated in `new`: non-NULL and aligned when ndim > 0, valid while self lives.
-        unsafe { read_array(self.raw().shape, self.ndim(), "shape").unwrap_or(&[]) }
+        let ndim = self.ndim();
+        if ndim == 0 {
+            return &[];
+        }
+        // SAFETY: validated in `new`: with ndim > 0 the shape is non-NULL and aligned, and its
+        // ndim i64s stay valid and unmodified while self lives.
+        unsafe { core::slice::from_raw_parts(self.raw().shape, ndim) }
     }
 
     /// The strides in elements; compact row-major ones when the producer sent NULL.
@@ -286,10 +291,15 @@ impl CheckedTensor {
     pub fn strides(&self) -> &[i64] {
         match &self.own_strides {
             Some(s) => s,
-            // SAFETY: as for `shape`.
-            None => unsafe {
-                read_array(self.raw().strides, self.ndim(), "strides").unwrap_or(&[])
-            },
+            None => {
+                let ndim = self.ndim();
+                if ndim == 0 {
+                    return &[];
+                }
+                // SAFETY: validated in `new`: with ndim > 0 and no strides of our own, the
+                // strides are non-NULL and aligned, and valid and unmodified while self lives.
+                unsafe { core::slice::from_raw_parts(self.raw().strides, ndim) }
+            }
         }
     }
 

@@ -31,7 +31,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyDict, PyString, PyTuple};
+use pyo3::types::{PyCapsule, PyDict, PyInt, PyString, PyTuple};
 
 use crate::capsule::{RawTensor, new_capsule};
 use crate::exceptions::{stream_error, to_py_err};
@@ -63,6 +63,37 @@ pub fn export_args(
         dl_device: dl_device.map(|(device_type, id)| Device::new(DeviceType(device_type), id)),
         copy,
     }
+}
+
+/// `value` as a pair of `A` and `B` when it is exactly a tuple of two exact ints that fit them,
+/// as consumers pass `max_version` and `dl_device`: read with two `PyLong_AsLong` calls instead
+/// of pyo3's general extraction (a subclass check, owned items, an error value per step).
+/// `None` for anything else, which the general extraction then decides, with its errors.
+fn exact_int_pair<A, B>(value: &Bound<'_, PyAny>) -> Option<(A, B)>
+where
+    A: TryFrom<core::ffi::c_long>,
+    B: TryFrom<core::ffi::c_long>,
+{
+    let tuple = value.cast_exact::<PyTuple>().ok()?;
+    if tuple.len() != 2 {
+        return None;
+    }
+    let int = |index| -> Option<core::ffi::c_long> {
+        let item = tuple.get_borrowed_item(index).ok()?;
+        if !item.is_exact_instance_of::<PyInt>() {
+            return None;
+        }
+        // SAFETY: the thread is attached (`tuple` is bound) and `item` is a live int, borrowed
+        // from the tuple for this call.
+        let n = unsafe { pyo3::ffi::PyLong_AsLong(item.as_ptr()) };
+        if n == -1 && PyErr::occurred(value.py()) {
+            // Too large for a C long: the general extraction raises the right error.
+            drop(PyErr::fetch(value.py()));
+            return None;
+        }
+        Some(n)
+    };
+    Some((A::try_from(int(0)?).ok()?, B::try_from(int(1)?).ok()?))
 }
 
 /// The keyword names of `__dlpack__`, in the order [`set_keyword`] numbers them.
@@ -122,15 +153,21 @@ fn set_keyword(
     match slot {
         0 => parsed.stream = Some(value.extract().map_err(|_| wrong_type("an int"))?),
         1 => {
-            let (major, minor) = value
-                .extract()
-                .map_err(|_| wrong_type("a tuple of two ints"))?;
+            let (major, minor) = match exact_int_pair(value) {
+                Some(pair) => pair,
+                None => value
+                    .extract()
+                    .map_err(|_| wrong_type("a tuple of two ints"))?,
+            };
             parsed.max_version = Some(Version::new(major, minor));
         }
         2 => {
-            let (device_type, id) = value
-                .extract()
-                .map_err(|_| wrong_type("a tuple of two ints"))?;
+            let (device_type, id) = match exact_int_pair(value) {
+                Some(pair) => pair,
+                None => value
+                    .extract()
+                    .map_err(|_| wrong_type("a tuple of two ints"))?,
+            };
             parsed.dl_device = Some(Device::new(DeviceType(device_type), id));
         }
         _ => parsed.copy = Some(value.extract().map_err(|_| wrong_type("a bool"))?),
@@ -333,7 +370,9 @@ unsafe extern "C" fn raw_dlpack_fast<T: PyExporter>(
         if !kwnames.is_null() {
             // SAFETY: a non-NULL `kwnames` is a borrowed tuple valid for this call.
             let kwnames = unsafe { pyo3::Borrowed::from_ptr(py, kwnames) };
-            for (i, key) in kwnames.cast::<PyTuple>()?.iter().enumerate() {
+            let kwnames = kwnames.cast::<PyTuple>()?;
+            for i in 0..kwnames.len() {
+                let key = kwnames.get_borrowed_item(i)?;
                 // SAFETY: `args` holds `positional` (0) values and then one per keyword name,
                 // each a borrowed reference valid for this call.
                 let value = unsafe { pyo3::Borrowed::from_ptr(py, *args.add(positional + i)) };

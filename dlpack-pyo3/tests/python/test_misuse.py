@@ -215,3 +215,39 @@ def test_a_failed_export_leaves_nothing_behind(m, balanced):
         with pytest.raises(RuntimeError):
             t.__dlpack__(stream=1)
     del t
+
+
+class IntPair(tuple):
+    """A tuple subclass: read by the general extraction, not the exact-tuple shortcut."""
+
+
+@pytest.mark.parametrize(
+    "max_version,name",
+    [
+        ((1, 0), "dltensor_versioned"),
+        ((0, 9), "dltensor"),
+        ((True, False), "dltensor_versioned"),  # bools are ints, through the general path
+        (IntPair((1, 3)), "dltensor_versioned"),
+        ((np.int64(1), 0), "dltensor_versioned"),  # an __index__ int, through the general path
+    ],
+)
+def test_max_version_is_read_alike_by_both_paths(m, balanced, max_version, name):
+    t = f64(m)
+    capsule = t.__dlpack__(max_version=max_version)
+    assert repr(capsule).startswith(f'<capsule object "{name}"')
+
+
+@pytest.mark.parametrize("value", [(2**70, 0), (-1, 0), (1, 2**40)])
+def test_max_version_out_of_range_is_a_type_error(m, balanced, value):
+    t = f64(m)
+    with pytest.raises(TypeError, match="max_version.*must be a tuple of two ints"):
+        t.__dlpack__(max_version=value)
+
+
+def test_dl_device_is_read_alike_by_both_paths(m, balanced):
+    t = f64(m)
+    for dl_device in [(1, 0), IntPair((1, 0)), (np.int32(1), 0)]:
+        capsule = t.__dlpack__(max_version=(1, 0), dl_device=dl_device)
+        assert repr(capsule).startswith('<capsule object "dltensor_versioned"')
+    with pytest.raises(TypeError, match="dl_device.*must be a tuple of two ints"):
+        t.__dlpack__(dl_device=(2**40, 0))

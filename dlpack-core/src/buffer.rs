@@ -216,16 +216,30 @@ pub fn describe_buffer<B: Buffer, S: Dims, R: Dims>(
 }
 
 // Every buffer is a one-dimensional tensor over all its elements.
-// SAFETY: the description covers exactly the buffer's `len` elements (Buffer contract), carries
-// the buffer's read-only state, and names the allocation, which export checks it against.
+// SAFETY: the description is shape `[len]`, stride 1, byte offset 0 from the buffer's first
+// element: exactly the buffer's `len` initialised elements, in one allocation on the buffer's
+// device (Buffer contract), with the buffer's read-only state. It is valid by construction, so
+// it names no allocation to be checked against: `len` fits `i64` and the span fits the address
+// space because the elements do (an allocation holds at most `isize::MAX` bytes), the pointer
+// is non-NULL and aligned (Buffer contract), and `Element::DTYPE` is a valid dtype.
 unsafe impl<B: Buffer> Export for B {
     const GIVES_VEC: bool = B::GIVES_VEC;
     fn ndim(&self) -> usize {
         1
     }
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        let len = [self.len()];
-        describe_buffer(self, &len, None::<&[i64; 1]>, 0, shape, strides)
+        // What `describe_buffer` writes for shape `[len]` and no strides, without its general
+        // loops or an allocation check that cannot fail: every `Vec` export takes this path.
+        shape[0] = self.len() as i64;
+        strides[0] = 1;
+        ExportDesc {
+            data: self.as_mut_ptr().cast(),
+            byte_offset: 0,
+            dtype: B::Elem::DTYPE,
+            device: self.device(),
+            flags: Flags::empty().with(Flags::READ_ONLY, self.is_read_only()),
+            allocation: None,
+        }
     }
     fn give_vec(&mut self, slot: &mut dyn core::any::Any) {
         give_buffer_vec(self, slot)

@@ -238,17 +238,31 @@ impl<H: Header, P: Export> Block<H, P> {
         },
     };
 
-    /// The block's layout for `ndim` dimensions and the byte offset of its shape array.
-    fn layout(ndim: usize) -> Result<(Layout, usize), Error> {
-        let overflow = || Error::Overflow {
+    /// The byte offset of the shape array: the block struct, padded to `i64` alignment. The
+    /// strides array follows the shape array.
+    const ARRAYS_OFFSET: usize = size_of::<Self>().next_multiple_of(align_of::<i64>());
+
+    /// The block's alignment: the struct's, and at least that of the `i64` arrays.
+    const ALIGN: usize = if align_of::<Self>() > align_of::<i64>() {
+        align_of::<Self>()
+    } else {
+        align_of::<i64>()
+    };
+
+    /// The block's size for `ndim <= MAX_NDIM` dimensions (which keeps the sum far from
+    /// overflowing: a type's size is at most `isize::MAX`), a multiple of [`Self::ALIGN`].
+    #[inline]
+    fn size(ndim: usize) -> usize {
+        debug_assert!(ndim <= crate::MAX_NDIM);
+        (Self::ARRAYS_OFFSET + 2 * ndim * size_of::<i64>()).next_multiple_of(Self::ALIGN)
+    }
+
+    /// The block's layout for `ndim <= MAX_NDIM` dimensions.
+    #[inline]
+    fn layout(ndim: usize) -> Result<Layout, Error> {
+        Layout::from_size_align(Self::size(ndim), Self::ALIGN).map_err(|_| Error::Overflow {
             what: format!("the export block for {ndim} dimensions is too large"),
-        };
-        let arrays = ndim.checked_mul(2).ok_or_else(overflow)?;
-        let arrays = Layout::array::<i64>(arrays).map_err(|_| overflow())?;
-        let (layout, offset) = Layout::new::<Self>()
-            .extend(arrays)
-            .map_err(|_| overflow())?;
-        Ok((layout.pad_to_align(), offset))
+        })
     }
 }
 
@@ -257,6 +271,7 @@ impl<H: Header, P: Export> Block<H, P> {
 /// # Safety
 /// `block` was returned by `export::<H, P>` (same `H` and `P`), has not been released, and
 /// `drop_producer` is false only if the caller has moved the producer out.
+#[inline]
 unsafe fn release<H: Header, P: Export>(block: *mut u8, drop_producer: bool) {
     let block = block.cast::<Block<H, P>>();
     // SAFETY: the block is live and was fully initialised by `export`; `ndim` is never written
@@ -267,11 +282,12 @@ unsafe fn release<H: Header, P: Export>(block: *mut u8, drop_producer: bool) {
         // caller says so), and nothing references it any more.
         unsafe { ManuallyDrop::drop(&mut (*block).producer) };
     }
-    // `export` computed the same layout successfully for this `ndim`.
-    if let Ok((layout, _)) = Block::<H, P>::layout(ndim) {
-        // SAFETY: the block was allocated by the global allocator with exactly this layout.
-        unsafe { std::alloc::dealloc(block.cast(), layout) };
-    }
+    // SAFETY: `export` made a valid layout from this size and alignment for this `ndim`.
+    let layout = unsafe {
+        Layout::from_size_align_unchecked(Block::<H, P>::size(ndim), Block::<H, P>::ALIGN)
+    };
+    // SAFETY: the block was allocated by the global allocator with exactly this layout.
+    unsafe { std::alloc::dealloc(block.cast(), layout) };
 }
 
 /// Asks the producer of a block for its `Vec` ([`Export::give_vec`]).
@@ -307,6 +323,7 @@ pub(crate) unsafe fn take_vec<H: Header>(header: NonNull<H>, slot: &mut dyn Any)
 }
 
 /// Moves `producer` into a new block with header `H`.
+#[inline]
 pub(crate) fn export<H: Header, P: Export>(
     producer: P,
 ) -> Result<(NonNull<H>, Option<Range<usize>>), Error> {
@@ -317,7 +334,8 @@ pub(crate) fn export<H: Header, P: Export>(
             ndim: i64::try_from(ndim).unwrap_or(i64::MAX),
         });
     }
-    let (layout, arrays_offset) = Block::<H, P>::layout(ndim)?;
+    let layout = Block::<H, P>::layout(ndim)?;
+    let arrays_offset = Block::<H, P>::ARRAYS_OFFSET;
     // SAFETY: the layout's size is non-zero (the header alone is not empty).
     let raw = unsafe { std::alloc::alloc(layout) };
     if raw.is_null() {
@@ -325,9 +343,9 @@ pub(crate) fn export<H: Header, P: Export>(
     }
     let block = raw.cast::<Block<H, P>>();
     // SAFETY: `raw` is a fresh allocation of `layout`, which starts with a `Block<H, P>` and has
-    // room for 2 * ndim i64s at `arrays_offset` (aligned for i64 by `Layout::extend`). The writes
-    // below initialise the prefix's tail fields, the producer and the arrays; the header is
-    // written last by `H::init`.
+    // room for 2 * ndim i64s at `arrays_offset` (a multiple of i64's alignment, which the
+    // block's alignment is at least). The writes below initialise the prefix's tail fields, the
+    // producer and the arrays; the header is written last by `H::init`.
     let (shape, strides) = unsafe {
         ptr::addr_of_mut!((*block).prefix.vtable).write(&Block::<H, P>::VTABLE);
         ptr::addr_of_mut!((*block).prefix.ndim).write(ndim);
@@ -404,6 +422,7 @@ unsafe fn delete_block<H>(header: *mut H) {
 /// # Safety
 /// `header` is the header of a live block made by [`export`] with header type `H` (the caller
 /// checked [`is_ours`] on its `manager_ctx`, which only such blocks carry).
+#[inline]
 pub(crate) unsafe fn take_producer<H: Header, P: Export>(header: NonNull<H>) -> Option<P> {
     let prefix = header.as_ptr().cast::<Prefix<H>>();
     // SAFETY: the caller guarantees this is one of our blocks, which starts with a Prefix<H>.

@@ -72,7 +72,7 @@ impl CheckedTensor {
     ///
     /// # Safety
     /// As for [`CheckedTensor::new`].
-    #[inline]
+    #[inline(always)]
     unsafe fn new_fast(tensor: NonNull<DLTensor>, version: Version, flags: Flags) -> Option<Self> {
         // SAFETY: the caller guarantees `tensor` is valid for reads.
         let t = unsafe { tensor.as_ref() };
@@ -207,16 +207,24 @@ impl CheckedTensor {
         })
     }
 
-    /// Refuses a description whose reachable bytes leave `allocation`, when one is named.
-    #[inline]
-    fn within(self, allocation: Option<core::ops::Range<usize>>) -> Result<Self, Error> {
-        let Some(alloc) = allocation else {
-            return Ok(self);
-        };
+    /// Whether every reachable byte lies in `allocation`, when one is named.
+    #[inline(always)]
+    fn fits(&self, allocation: &Option<core::ops::Range<usize>>) -> bool {
         let span = self.span;
-        if span.start == span.end || (alloc.start <= span.start && span.end <= alloc.end) {
+        match allocation {
+            None => true,
+            Some(alloc) => {
+                span.start == span.end || (alloc.start <= span.start && span.end <= alloc.end)
+            }
+        }
+    }
+
+    /// Refuses a description whose reachable bytes leave `allocation`, when one is named.
+    fn within(self, allocation: Option<core::ops::Range<usize>>) -> Result<Self, Error> {
+        if self.fits(&allocation) {
             return Ok(self);
         }
+        let (span, alloc) = (self.span, allocation.unwrap_or(0..0));
         Err(Error::SpanOutsideAllocation {
             start: span.start,
             end: span.end,
@@ -354,6 +362,7 @@ impl CheckedTensor {
     ///
     /// Fails if `T`'s dtype is not the tensor's, the host cannot read the memory, the first
     /// element is not aligned for `T`, or (for `bool`) an element is neither 0 nor 1.
+    #[inline]
     pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>, Error> {
         let base = self.typed_base::<T>()?;
         // SAFETY: `typed_base` checked dtype, host access and alignment; validation in `new`
@@ -813,24 +822,72 @@ impl ManagedTensor {
     /// `raw` is a live block made by [`export::export`], owned by the caller and by no one
     /// else, whose producer's `Export` contract holds (so validation, which computes with the
     /// fields and never reads the data, may run after the block was made).
-    #[inline]
+    #[inline(always)]
     unsafe fn adopt(raw: Raw, allocation: Option<core::ops::Range<usize>>) -> Result<Self, Error> {
         // SAFETY: the block is live and owned (caller); its DLTensor and arrays stay in place and
         // unmodified while the owner made here lives.
-        let checked = unsafe {
+        unsafe {
             match raw {
                 Raw::Versioned(p) => {
                     let p = p.as_ptr();
                     let flags = Flags((*p).flags);
-                    CheckedTensor::new(NonNull::from(&(*p).dl_tensor), Version::CURRENT, flags)
+                    let tensor = NonNull::from(&(*p).dl_tensor);
+                    Self::validate(raw, tensor, Version::CURRENT, flags, allocation)
                 }
-                Raw::Legacy(p) => CheckedTensor::new(
-                    NonNull::from(&(*p.as_ptr()).dl_tensor),
-                    Version::new(0, 0),
-                    Flags::empty(),
-                ),
+                Raw::Legacy(p) => {
+                    let tensor = NonNull::from(&(*p.as_ptr()).dl_tensor);
+                    Self::validate(raw, tensor, Version::new(0, 0), Flags::empty(), allocation)
+                }
             }
-        };
+        }
+    }
+
+    /// Validates the `DLTensor` of `raw` and takes ownership of `raw`; refuses (and deletes)
+    /// it when its description is invalid or reaches outside `allocation`, when one is named.
+    ///
+    /// The common case is answered by [`CheckedTensor::new_fast`] and builds the owner right in
+    /// the result; everything else, valid or not, goes to the out-of-line slow path.
+    ///
+    /// # Safety
+    /// The caller owns `raw`, a live managed tensor whose `DLTensor` is `tensor` and meets
+    /// [`CheckedTensor::new`]'s conditions while the owner made here lives.
+    #[inline(always)]
+    unsafe fn validate(
+        raw: Raw,
+        tensor: NonNull<DLTensor>,
+        version: Version,
+        flags: Flags,
+        allocation: Option<core::ops::Range<usize>>,
+    ) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        if let Some(checked) = unsafe { CheckedTensor::new_fast(tensor, version, flags) }
+            && checked.fits(&allocation)
+        {
+            return Ok(ManagedTensor {
+                raw,
+                checked: ManuallyDrop::new(checked),
+            });
+        }
+        // SAFETY: forwarded contract.
+        unsafe { Self::validate_slow(raw, tensor, version, flags, allocation) }
+    }
+
+    /// [`ManagedTensor::validate`] for everything its fast path leaves: every check, with a
+    /// precise error, and the deleter called on refusal.
+    ///
+    /// # Safety
+    /// As for [`ManagedTensor::validate`].
+    #[cold]
+    #[inline(never)]
+    unsafe fn validate_slow(
+        raw: Raw,
+        tensor: NonNull<DLTensor>,
+        version: Version,
+        flags: Flags,
+        allocation: Option<core::ops::Range<usize>>,
+    ) -> Result<Self, Error> {
+        // SAFETY: forwarded contract.
+        let checked = unsafe { CheckedTensor::new_full(tensor, version, flags) };
         Self::finish(raw, checked.and_then(|c| c.within(allocation)))
     }
 
@@ -866,11 +923,9 @@ impl ManagedTensor {
             unsafe { delete(raw) };
             return Err(Error::IncompatibleVersion { found: version });
         }
-        // SAFETY: `dl_tensor` is inside the live struct; the caller's guarantees are those
-        // CheckedTensor::new needs, for as long as this owner lives.
-        let checked =
-            unsafe { CheckedTensor::new(NonNull::from(&(*ptr).dl_tensor), version, flags) };
-        Self::finish(raw, checked)
+        // SAFETY: `dl_tensor` is inside the live struct, which the caller owns; the caller's
+        // guarantees are those CheckedTensor::new needs, for as long as this owner lives.
+        unsafe { Self::validate(raw, NonNull::from(&(*ptr).dl_tensor), version, flags, None) }
     }
 
     /// Takes ownership of a legacy (pre-1.0) managed tensor and validates it.
@@ -896,10 +951,10 @@ impl ManagedTensor {
             Flags::READ_ONLY
         };
         // SAFETY: as in `from_raw`.
-        let checked = unsafe {
-            CheckedTensor::new(NonNull::from(&(*ptr).dl_tensor), Version::new(0, 0), flags)
-        };
-        Self::finish(Raw::Legacy(nn), checked)
+        unsafe {
+            let tensor = NonNull::from(&(*ptr).dl_tensor);
+            Self::validate(Raw::Legacy(nn), tensor, Version::new(0, 0), flags, None)
+        }
     }
 
     fn finish(raw: Raw, checked: Result<CheckedTensor, Error>) -> Result<Self, Error> {

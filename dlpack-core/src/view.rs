@@ -75,6 +75,7 @@ impl Iterator for Offsets<'_> {
 impl ExactSizeIterator for Offsets<'_> {}
 
 /// The offset of `index`, or `None` if it is out of bounds or of the wrong length.
+#[inline]
 fn offset_of(shape: &[i64], strides: &[i64], index: &[usize]) -> Option<isize> {
     if index.len() != shape.len() {
         return None;
@@ -109,6 +110,7 @@ impl<'a, T: Element> Raw<'a, T> {
     /// # Safety
     /// `ptr` is aligned, and every element reachable from it through `shape` and `strides` is
     /// readable initialised memory for `'a` (when `len > 0`); `len` is the product of `shape`.
+    #[inline]
     unsafe fn new(
         ptr: *mut T,
         shape: &'a [i64],
@@ -144,6 +146,7 @@ impl<'a, T: Element> Raw<'a, T> {
         is_row_major(self.shape, self.strides)
     }
 
+    #[inline]
     fn element(&self, index: &[usize]) -> Option<*mut T> {
         let offset = offset_of(self.shape, self.strides, index)?;
         // SAFETY: `offset` is the offset of an in-bounds index, so the result is a reachable
@@ -225,6 +228,7 @@ macro_rules! shared_methods {
 
         /// The element at `index`, or `None` if the index is out of bounds or has the wrong
         /// number of dimensions.
+        #[inline]
         pub fn get(&self, index: &[usize]) -> Option<&T> {
             // SAFETY: an in-bounds element, readable and initialised for the view's lifetime,
             // with no writer while `&self` is borrowed.
@@ -282,6 +286,7 @@ impl<'a, T: Element> TensorView<'a, T> {
     /// # Safety
     /// `ptr` is aligned for `T`, and for `'a` every element reachable from it through `shape` and
     /// `strides` is readable, initialised memory of `T`'s dtype that nobody writes.
+    #[inline]
     pub(crate) unsafe fn new(
         ptr: *const T,
         shape: &'a [i64],

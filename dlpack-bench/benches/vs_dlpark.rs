@@ -42,9 +42,23 @@ const GIB: usize = 1 << 30;
 mod zero_copy {
     use super::*;
 
-    /// Workspace: shared owner -> export -> raw -> validated import -> typed view -> drop.
+    /// Workspace: shared owner -> `export_raw` (straight to a raw pointer, as dlpark's
+    /// `finish` + `into_raw`) -> validated import -> typed view -> drop.
     #[divan::bench(args = [B16, MIB, GIB], sample_count = 200, sample_size = 1000)]
     fn ours_shared(bencher: Bencher, bytes: usize) {
+        let buf = Arc::new(vec![1.0f32; bytes / 4]);
+        bencher.bench_local(|| {
+            let raw = ManagedTensor::export_raw(SharedOurs(Arc::clone(&buf))).unwrap();
+            // SAFETY: `raw` was just exported and is owned here.
+            let t = unsafe { ManagedTensor::from_raw(black_box(raw.as_ptr())) }.unwrap();
+            black_box(*t.view::<f32>().unwrap().get(&[0]).unwrap());
+        });
+    }
+
+    /// Workspace: the same through the validated owner on the export side
+    /// (`ManagedTensor::export`, which validates the description, then `into_raw`).
+    #[divan::bench(args = [B16], sample_count = 200, sample_size = 1000)]
+    fn ours_shared_via_owner(bencher: Bencher, bytes: usize) {
         let buf = Arc::new(vec![1.0f32; bytes / 4]);
         bencher.bench_local(|| {
             let raw = ManagedTensor::export(SharedOurs(Arc::clone(&buf)))
@@ -78,9 +92,9 @@ mod zero_copy {
         let mut vec = vec![1.0f32; bytes / 4];
         bencher.bench_local(|| {
             let v = std::mem::take(&mut vec);
-            let raw = ManagedTensor::export(v).unwrap().into_raw().unwrap();
+            let raw = ManagedTensor::export_raw(v).unwrap();
             // SAFETY: `raw` was just exported and is owned here.
-            let t = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
+            let t = unsafe { ManagedTensor::from_raw(black_box(raw.as_ptr())) }.unwrap();
             black_box(*t.view::<f32>().unwrap().get(&[0]).unwrap());
             vec = t.reclaim().unwrap();
         });
@@ -305,7 +319,19 @@ mod copy_out {
 mod split {
     use super::*;
 
-    /// Workspace: export (builds and validates the description) -> drop.
+    /// Workspace: `export_raw` (the producer vouches for its description, as dlpark's caller
+    /// does) -> the deleter, called as a C consumer calls it.
+    #[divan::bench(sample_count = 200, sample_size = 1000)]
+    fn ours_export_raw_delete(bencher: Bencher) {
+        let buf = Arc::new(vec![1.0f32; 4]);
+        bencher.bench_local(|| {
+            let raw = black_box(ManagedTensor::export_raw(SharedOurs(Arc::clone(&buf))).unwrap());
+            // SAFETY: `raw` was just exported and is owned here; its deleter frees it once.
+            unsafe { (raw.as_ref().deleter.unwrap())(raw.as_ptr()) };
+        });
+    }
+
+    /// Workspace: export to the validated owner (builds and validates the description) -> drop.
     #[divan::bench(sample_count = 200, sample_size = 1000)]
     fn ours_export_drop(bencher: Bencher) {
         let buf = Arc::new(vec![1.0f32; 4]);

@@ -1,4 +1,5 @@
-//! `n` exports of the same shared 1-d `f32` buffer, each dropped at once, by one library: the
+//! `n` exports of the same shared 1-d `f32` buffer, each dropped at once, by one library (`ours`:
+//! to the validated owner, then dropped; `ours-raw`: `export_raw`, then the deleter): the
 //! program to count under callgrind, where instructions per export are exact and do not depend
 //! on what else the machine runs (divan's timings in `vs_dlpark` do).
 //!
@@ -26,17 +27,25 @@ fn ours(buf: &Arc<Vec<f32>>) {
 }
 
 #[inline(never)]
+fn ours_raw(buf: &Arc<Vec<f32>>) {
+    let raw = black_box(ManagedTensor::export_raw(SharedOurs(Arc::clone(buf))).unwrap());
+    // SAFETY: `raw` was just exported and is owned here; its deleter frees it once.
+    unsafe { (raw.as_ref().deleter.unwrap())(raw.as_ptr()) };
+}
+
+#[inline(never)]
 fn dlpark(buf: &Arc<Vec<f32>>) {
     drop(black_box(dlpark_shared(buf)));
 }
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: export_drop (ours|dlpark) ITERATIONS";
+    let usage = "usage: export_drop (ours|ours-raw|dlpark) ITERATIONS";
     let which = args.next().ok_or(usage)?;
     let n: u64 = args.next().and_then(|n| n.parse().ok()).ok_or(usage)?;
     let f: fn(&Arc<Vec<f32>>) = match which.as_str() {
         "ours" => ours,
+        "ours-raw" => ours_raw,
         "dlpark" => dlpark,
         _ => return Err(usage.into()),
     };

@@ -11,9 +11,10 @@
 //! - `DLPACK_TESTMOD_DIR=target/dlpack-pyo3-python .venv/bin/python dlpack-bench/python/compare.py`:
 //!   NumPy's exchange against this workspace's, after `scripts/steps/pyo3.check.sh` has built
 //!   the test extension module.
-//! - `cargo build --profile bench -p dlpack-bench --example export_drop` and
-//!   `valgrind --tool=callgrind target/release/examples/export_drop ours 100000` (or `dlpark`):
-//!   the instructions of one export -> drop, counted rather than timed.
+//! - `cargo build --profile bench -p dlpack-bench --example count` and
+//!   `valgrind --tool=callgrind target/release/examples/count round-trip 100000` (or another
+//!   operation the example lists): the instructions of one round trip, export -> drop or
+//!   `Box::new` -> drop, counted rather than timed.
 
 use std::ffi::c_void;
 use std::sync::Arc;

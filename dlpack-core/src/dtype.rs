@@ -354,8 +354,19 @@ mod tests {
 
     #[test]
     fn the_byte_sized_fast_check_agrees_with_the_full_rules() {
-        for code in 0..=255u8 {
-            for bits in 0..=255u8 {
+        // Every code and width natively. Under Miri, where these 393 216 cases took five
+        // minutes (the check has no unsafe code to exercise), every known code and one past
+        // them, with the widths around each allowed one.
+        let (codes, widths): (Vec<u8>, Vec<u8>) = if cfg!(miri) {
+            (
+                (0..=18).chain([255]).collect(),
+                vec![0, 1, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 32, 63, 64, 65, 128, 248, 255],
+            )
+        } else {
+            ((0..=255).collect(), (0..=255).collect())
+        };
+        for &code in &codes {
+            for &bits in &widths {
                 for lanes in [0u16, 1, 2, 3, 4, 16] {
                     let dt = DataType::new(DataTypeCode(code), bits, lanes);
                     let full = dt.validate_slow().is_ok() && dt.is_byte_sized();

@@ -18,7 +18,9 @@
 //! - `box-new-drop`: `Box::new` of 16 bytes and its drop, the yardstick;
 //! - `export-drop`, `export-raw-delete`, `dlpark-export-drop`: one export of the same shared
 //!   1-d `f32` buffer, dropped at once (to the validated owner; `export_raw` then the deleter, as
-//!   a C consumer calls it; dlpark's `finish`).
+//!   a C consumer calls it; dlpark's `finish`);
+//! - `view-import-N`, `dlpark-view-import-N` for N = 1, 4 or 8: the `view_import` bench of
+//!   `vs_dlpark` (`from_raw` -> `ArrayViewD<f32>` -> first element -> `into_raw`, shape `[2; N]`).
 //!
 //! Also prints the wall time per iteration (meaningful outside valgrind only).
 
@@ -27,11 +29,39 @@ use std::sync::Arc;
 
 use dlpack_bench::{SharedOurs, dlpark_shared};
 use dlpack_core::ManagedTensor;
+use dlpack_core::ffi::DLManagedTensorVersioned;
+use dlpack_ndarray::{AsArray, IntoDLPack};
+use dlpark::{TryFromDlpack, allocation::dynamic, versioned};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 /// What the operations work on.
 struct State {
     shared: Arc<Vec<f32>>,
     vec: Vec<f32>,
+    /// A tensor of shape `[2; ndim]` exported by this workspace, and the same by dlpark.
+    ours: *mut DLManagedTensorVersioned,
+    theirs: *mut dlpark::ffi::DLManagedTensorVersioned,
+}
+
+#[inline(never)]
+fn view_import(s: &mut State) {
+    // SAFETY: `s.ours` is a live tensor owned here (handed back by `into_raw` each time).
+    let t = unsafe { ManagedTensor::from_raw(black_box(s.ours)) }.unwrap();
+    black_box(t.as_array_view::<f32, IxDyn>().unwrap().first());
+    s.ours = t.into_raw().unwrap();
+}
+
+#[inline(never)]
+fn dlpark_view_import(s: &mut State) {
+    // SAFETY: `s.theirs` is a live tensor owned here (handed back by `into_raw` each time).
+    let t = unsafe { versioned::Dlpack::from_raw(black_box(s.theirs)) }.unwrap();
+    // SAFETY: the tensor describes the live array it owns.
+    black_box(
+        unsafe { ArrayViewD::<f32>::try_from_dlpack(&t, ()) }
+            .unwrap()
+            .first(),
+    );
+    s.theirs = t.into_raw();
 }
 
 #[inline(never)]
@@ -79,10 +109,16 @@ fn dlpark_export_drop(s: &mut State) {
 
 fn main() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
-    let usage = "usage: count (round-trip|round-trip-owner|box-new-drop|export-drop|export-raw-delete|dlpark-export-drop) ITERATIONS";
+    let usage = "usage: count (round-trip|round-trip-owner|box-new-drop|export-drop|export-raw-delete|dlpark-export-drop|view-import-N|dlpark-view-import-N) ITERATIONS";
     let which = args.next().ok_or(usage)?;
     let n: u64 = args.next().and_then(|n| n.parse().ok()).ok_or(usage)?;
-    let f: fn(&mut State) = match which.as_str() {
+    let (op, ndim) = match which.rsplit_once('-') {
+        Some((op, ndim)) if op.ends_with("view-import") => (op, ndim.parse().map_err(|_| usage)?),
+        _ => (which.as_str(), 1),
+    };
+    let f: fn(&mut State) = match op {
+        "view-import" => view_import,
+        "dlpark-view-import" => dlpark_view_import,
         "round-trip" => round_trip,
         "round-trip-owner" => round_trip_owner,
         "box-new-drop" => box_new_drop,
@@ -91,9 +127,18 @@ fn main() -> Result<(), String> {
         "dlpark-export-drop" => dlpark_export_drop,
         _ => return Err(usage.into()),
     };
+    let array = || ArrayD::<f32>::ones(IxDyn(&vec![2; ndim]));
+    let theirs: dynamic::Initialized<dlpark::ffi::DLManagedTensorVersioned> =
+        Box::new(array()).try_into().map_err(|e| format!("{e:?}"))?;
     let mut state = State {
         shared: Arc::new(vec![1.0f32; 4]),
         vec: vec![1.0f32; 4],
+        ours: array()
+            .into_dlpack()
+            .and_then(ManagedTensor::into_raw)
+            .map_err(|e| e.to_string())?,
+        // SAFETY: dlpark's ndarray conversion filled in every field.
+        theirs: unsafe { theirs.finish() }.into_raw(),
     };
     let start = std::time::Instant::now();
     for _ in 0..n {
@@ -101,5 +146,10 @@ fn main() -> Result<(), String> {
     }
     let per = start.elapsed().as_nanos() as f64 / n.max(1) as f64;
     println!("{which}: {n} iterations, {per:.1} ns each");
+    // SAFETY: both tensors are still owned here; this frees them.
+    unsafe {
+        drop(ManagedTensor::from_raw(state.ours));
+        drop(versioned::Dlpack::from_raw(state.theirs));
+    }
     Ok(())
 }

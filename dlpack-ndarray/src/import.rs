@@ -78,14 +78,15 @@ fn array_from_vec<T: Element, D: Dimension>(
 ///
 /// ndarray builds views from a pointer to the lowest-addressed element and non-negative
 /// strides; an axis whose DLPack stride is negative is then inverted, which moves the pointer
-/// back to the first element and makes the stride negative again. Row-major tensors and empty
-/// ones get ndarray's own default (C-order) layout for their shape, built from the shape alone:
-/// for a row-major tensor it reaches the same elements (a stride on an axis of size 1 never
-/// moves the pointer), and an empty tensor's strides reach nothing.
+/// back to the first element and makes the stride negative again. Every other tensor gets its
+/// own strides (their magnitudes), row-major ones included: building them from the tensor is
+/// cheaper than ndarray's computing its default strides for an `IxDyn` and than asking whether
+/// the tensor is row-major first (5-10% of a view import's instructions, `docs/benchmarks.md`).
+/// An empty tensor gets ndarray's default layout for its shape: its strides reach nothing.
 struct NdLayout<D> {
     dim: D,
-    /// The magnitude of every stride, in elements; `None` for ndarray's default layout (a
-    /// row-major or empty tensor).
+    /// The magnitude of every stride, in elements; `None` for ndarray's default layout (an
+    /// empty tensor).
     strides: Option<D>,
     /// Elements from the first element (index `[0, 0, ...]`) to the lowest-addressed one.
     lowest: isize,
@@ -95,13 +96,12 @@ struct NdLayout<D> {
 }
 
 impl<D: Dimension> NdLayout<D> {
-    /// The layout of a core view with this shape, these strides and `len` elements, row-major
-    /// (and contiguous) or not.
-    fn of(shape: &[i64], strides: &[i64], len: usize, row_major: bool) -> Result<Self, Error> {
+    /// The layout of a core view with this shape, these strides and `len` elements.
+    fn of(shape: &[i64], strides: &[i64], len: usize) -> Result<Self, Error> {
         let dim = dim_of::<D>(shape)?;
         let mut inverted: Option<D> = None;
         let mut lowest: isize = 0;
-        if len == 0 || row_major {
+        if len == 0 {
             return Ok(NdLayout {
                 dim,
                 strides: None,
@@ -110,12 +110,16 @@ impl<D: Dimension> NdLayout<D> {
             });
         }
         let mut magnitudes = D::zeros(shape.len());
-        for (axis, (&size, &stride)) in shape.iter().zip(strides).enumerate() {
+        // One slice for all the writes, as in `dim_of`.
+        let slots = magnitudes.slice_mut();
+        for (axis, ((&size, &stride), slot)) in
+            shape.iter().zip(strides).zip(slots.iter_mut()).enumerate()
+        {
             // Validation bounded (size - 1) * |stride| elements by the tensor's span, at most
             // isize::MAX bytes, so on an axis longer than 1 the magnitude fits isize. An axis of
             // size 1 never moves the pointer: any stride serves it equally.
             let magnitude = isize::try_from(stride.unsigned_abs()).unwrap_or(isize::MAX);
-            magnitudes[axis] = magnitude.unsigned_abs();
+            *slot = magnitude.unsigned_abs();
             if stride < 0 {
                 inverted.get_or_insert_with(|| D::zeros(shape.len()))[axis] = 1;
                 // The backward reach of this axis: one term of the validated span.
@@ -140,12 +144,7 @@ impl<D: Dimension> NdLayout<D> {
 
     /// The layout of a core view.
     fn of_view<T: Element>(view: &TensorView<'_, T>) -> Result<Self, Error> {
-        Self::of(
-            view.shape(),
-            view.strides(),
-            view.len(),
-            view.is_row_major_contiguous(),
-        )
+        Self::of(view.shape(), view.strides(), view.len())
     }
 
     /// Inverts the axes that run backwards.
@@ -164,8 +163,8 @@ impl<D: Dimension> NdLayout<D> {
     ///
     /// # Safety
     ///
-    /// `first` is the first element of a core view with the shape, strides and row-majorness
-    /// this layout was made from: aligned for `T`, and every element the view reaches lies in one allocation
+    /// `first` is the first element of a core view with the shape and strides this layout was
+    /// made from: aligned for `T`, and every element the view reaches lies in one allocation
     /// (or, for an empty view, `first` is any aligned non-NULL pointer).
     unsafe fn raw_view<T>(self, first: *const T) -> RawArrayView<T, D> {
         let lowest = first.wrapping_offset(self.lowest);
@@ -173,10 +172,8 @@ impl<D: Dimension> NdLayout<D> {
         // non-NULL, when the view is empty), so it is non-NULL and aligned. Moving from it along
         // the non-negative strides reaches exactly the view's elements, all in one allocation
         // whose span core checked to be at most isize::MAX bytes (so no offset overflows); the
-        // product of the non-zero sizes was checked against isize::MAX by `dim_of`. A row-major
-        // view gets ndarray's default C-order layout, whose strides equal the view's on every
-        // axis longer than 1 (the others never move the pointer); an empty view gets ndarray's
-        // default layout for an empty shape, all strides zero: no pointer moves.
+        // product of the non-zero sizes was checked against isize::MAX by `dim_of`. An empty
+        // view gets ndarray's default layout for an empty shape: no element, no pointer moves.
         let mut raw = unsafe {
             match self.strides {
                 Some(strides) => RawArrayView::from_shape_ptr(self.dim.strides(strides), lowest),

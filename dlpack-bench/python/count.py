@@ -1,14 +1,16 @@
 """One Python-level exchange repeated N times, for counting instructions under callgrind.
 
     cargo build ... (the test module, as scripts/steps/pyo3.check.sh builds it)
-    PYTHONHASHSEED=0 valgrind --tool=callgrind .venv/bin/python dlpack-bench/python/count.py OP 100000
-    PYTHONHASHSEED=0 valgrind --tool=callgrind .venv/bin/python dlpack-bench/python/count.py OP 200000
+    export PYTHONHASHSEED=0 OPENBLAS_NUM_THREADS=1
+    valgrind --tool=callgrind .venv/bin/python dlpack-bench/python/count.py OP 100000
+    valgrind --tool=callgrind .venv/bin/python dlpack-bench/python/count.py OP 200000
 
 The difference of the two totals divided by 100 000 is one exchange, without the interpreter's
-start-up (PYTHONHASHSEED=0 keeps that start-up the same in both runs). OP is one of
-from_dlpack_numpy, from_dlpack_rust (np.from_dlpack of a NumPy array or of a Rust tensor, the
-same 32 x 32 float32 data) and dunder_numpy, dunder_rust (`x.__dlpack__(max_version=(1, 0))`,
-the capsule dropped at once). The test module is looked up in DLPACK_TESTMOD_DIR (default
+start-up (PYTHONHASHSEED=0 keeps that start-up the same in both runs; OPENBLAS_NUM_THREADS=1
+keeps NumPy's BLAS threads, which otherwise spin for a varying while, out of the count). OP is
+one of from_dlpack_numpy, from_dlpack_rust (np.from_dlpack of a NumPy array or of a Rust tensor,
+the same 32 x 32 float32 data) and dunder_numpy, dunder_rust (`x.__dlpack__(max_version=(1,
+0))`, the capsule dropped at once). The test module is looked up in DLPACK_TESTMOD_DIR (default
 target/dlpack-pyo3-python).
 """
 

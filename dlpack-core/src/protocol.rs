@@ -416,6 +416,7 @@ impl ExportArgs {
     /// Errors: `BufferError` from [`plan_export`], `ValueError` from [`parse_stream`]. A
     /// read-only tensor asked for as a legacy struct is refused by the exporter
     /// ([`Error::LegacyReadOnly`]), not here.
+    #[inline]
     pub fn decide(&self, tensor_device: Device) -> Result<ExportDecision, Error> {
         // The common call (`np.from_dlpack(x)` on a host tensor, say): nothing asked but the
         // struct, on a device without streams. The general path below gives the same decision

@@ -786,6 +786,7 @@ impl ManagedTensor {
     /// assert_eq!(tensor.view::<f32>()?.to_vec(), [1.0, 2.0]);
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
+    #[inline]
     pub fn export_raw<P: Export>(producer: P) -> Result<NonNull<DLManagedTensorVersioned>, Error> {
         let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
         if allocation.is_none() {

@@ -65,35 +65,65 @@ pub fn export_args(
     }
 }
 
-/// `value` as a pair of `A` and `B` when it is exactly a tuple of two exact ints that fit them,
-/// as consumers pass `max_version` and `dl_device`: read with two `PyLong_AsLong` calls instead
-/// of pyo3's general extraction (a subclass check, owned items, an error value per step).
+/// The ints 0 to 3, made once: the values of `max_version` and `dl_device` that consumers pass
+/// (DLPack 1.0 to 1.3, `kDLCPU`, device 0), recognised by identity.
+static SMALL_INTS: PyOnceLock<[Py<PyInt>; 4]> = PyOnceLock::new();
+
+/// `value` as a pair of C longs when it is exactly a tuple of two exact ints that fit them, as
+/// consumers pass `max_version` and `dl_device`: an exact type test, and for each item an
+/// identity test with [`SMALL_INTS`] or a `PyLong_AsLong` call, instead of pyo3's general
+/// extraction (a subclass check, owned items, an error value per step). An int is immutable,
+/// so an item that *is* one of the ints made here has its value, however the interpreter
+/// caches ints (CPython shares one object for each small int, so the test usually hits).
 /// `None` for anything else, which the general extraction then decides, with its errors.
-fn exact_int_pair<A, B>(value: &Bound<'_, PyAny>) -> Option<(A, B)>
-where
-    A: TryFrom<core::ffi::c_long>,
-    B: TryFrom<core::ffi::c_long>,
-{
-    let tuple = value.cast_exact::<PyTuple>().ok()?;
-    if tuple.len() != 2 {
+///
+/// # Safety
+/// The thread is attached, no exception is set, and `value` is a live object borrowed for the
+/// call.
+unsafe fn exact_int_pair(
+    py: Python<'_>,
+    value: *mut pyo3::ffi::PyObject,
+) -> Option<(core::ffi::c_long, core::ffi::c_long)> {
+    use pyo3::ffi;
+    let small = SMALL_INTS.get_or_init(py, || [0, 1, 2, 3].map(|n| PyInt::new(py, n).unbind()));
+    // SAFETY: `value` is live (caller), so its type is readable; the type objects are statics.
+    if unsafe { ffi::Py_TYPE(value) != &raw mut ffi::PyTuple_Type } {
+        return None;
+    }
+    // SAFETY: `value` is an exact tuple, for which PyTuple_Size does not fail.
+    if unsafe { ffi::PyTuple_Size(value) } != 2 {
         return None;
     }
     let int = |index| -> Option<core::ffi::c_long> {
-        let item = tuple.get_borrowed_item(index).ok()?;
-        if !item.is_exact_instance_of::<PyInt>() {
+        // SAFETY: `index` < 2, the tuple's size: GetItem returns a borrowed item without
+        // raising.
+        let item = unsafe { ffi::PyTuple_GetItem(value, index) };
+        if let Some(n) = small.iter().position(|int| int.as_ptr() == item) {
+            return Some(n as core::ffi::c_long);
+        }
+        // SAFETY: `item` is a live object held by the tuple.
+        if unsafe { ffi::Py_TYPE(item) != &raw mut ffi::PyLong_Type } {
             return None;
         }
-        // SAFETY: the thread is attached (`tuple` is bound) and `item` is a live int, borrowed
-        // from the tuple for this call.
-        let n = unsafe { pyo3::ffi::PyLong_AsLong(item.as_ptr()) };
-        if n == -1 && PyErr::occurred(value.py()) {
-            // Too large for a C long: the general extraction raises the right error.
-            drop(PyErr::fetch(value.py()));
+        // SAFETY: the thread is attached (caller) and `item` is a live exact int.
+        let n = unsafe { ffi::PyLong_AsLong(item) };
+        // SAFETY: as above. No exception was set before the call (caller), so one set now is
+        // the overflow of this one, which the general extraction raises again with its message.
+        if n == -1 && unsafe { !ffi::PyErr_Occurred().is_null() } {
+            // SAFETY: the thread is attached; this drops the overflow error just checked.
+            unsafe { ffi::PyErr_Clear() };
             return None;
         }
         Some(n)
     };
-    Some((A::try_from(int(0)?).ok()?, B::try_from(int(1)?).ok()?))
+    Some((int(0)?, int(1)?))
+}
+
+/// A pair of C longs as a pair of `A` and `B`, when both fit.
+fn narrow_pair<A: TryFrom<core::ffi::c_long>, B: TryFrom<core::ffi::c_long>>(
+    (a, b): (core::ffi::c_long, core::ffi::c_long),
+) -> Option<(A, B)> {
+    Some((A::try_from(a).ok()?, B::try_from(b).ok()?))
 }
 
 /// The keyword names of `__dlpack__`, in the order [`set_keyword`] numbers them.
@@ -111,6 +141,56 @@ fn positional_error(positional: usize) -> PyErr {
     ))
 }
 
+/// [`KEYWORDS`] as interned Python strings, made on first use.
+fn interned_keywords(py: Python<'_>) -> &[Py<PyString>; 4] {
+    INTERNED_KEYWORDS.get_or_init(py, || KEYWORDS.map(|n| PyString::intern(py, n).unbind()))
+}
+
+/// Sets the keyword argument `key=value` of a `__dlpack__` call in `parsed` when that takes no
+/// general work, as for the arguments consumers pass: a name that is one of the `names`
+/// ([`interned_keywords`]) itself, and a value that is `None`, a bool for `copy`, or an exact
+/// tuple of two exact ints that fit for `max_version` and `dl_device`. Returns `false`, having
+/// set nothing, for anything else, which [`set_keyword`] then decides with its errors.
+///
+/// # Safety
+/// The thread is attached, no exception is set, and `key` and `value` are live objects
+/// borrowed for the call.
+unsafe fn set_keyword_fast(
+    py: Python<'_>,
+    parsed: &mut ExportArgs,
+    names: &[Py<PyString>; 4],
+    key: *mut pyo3::ffi::PyObject,
+    value: *mut pyo3::ffi::PyObject,
+) -> bool {
+    use pyo3::ffi;
+    let Some(slot) = names.iter().position(|name| name.as_ptr() == key) else {
+        return false;
+    };
+    // SAFETY: None, True and False are immortal singletons; only their addresses are compared.
+    let (none, true_, false_) = unsafe { (ffi::Py_None(), ffi::Py_True(), ffi::Py_False()) };
+    if value == none {
+        return true;
+    }
+    // SAFETY: forwarded contract (attached, no exception, `value` live).
+    let pair = || unsafe { exact_int_pair(py, value) };
+    match slot {
+        1 => match pair().and_then(narrow_pair::<u32, u32>) {
+            Some((major, minor)) => parsed.max_version = Some(Version::new(major, minor)),
+            None => return false,
+        },
+        2 => match pair().and_then(narrow_pair::<i32, i32>) {
+            Some((device_type, id)) => {
+                parsed.dl_device = Some(Device::new(DeviceType(device_type), id));
+            }
+            None => return false,
+        },
+        3 if value == true_ => parsed.copy = Some(true),
+        3 if value == false_ => parsed.copy = Some(false),
+        _ => return false,
+    }
+    true
+}
+
 /// Sets the keyword argument `key=value` of a `__dlpack__` call in `parsed`, with the
 /// `TypeError`s CPython raises for a Python function of the standard's signature
 /// `(self, *, stream=None, max_version=None, dl_device=None, copy=None)`, and for values of
@@ -124,10 +204,10 @@ fn set_keyword(
     key: &Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
 ) -> PyResult<()> {
-    let py = key.py();
-    let names =
-        INTERNED_KEYWORDS.get_or_init(py, || KEYWORDS.map(|n| PyString::intern(py, n).unbind()));
-    let slot = match names.iter().position(|name| key.is(name)) {
+    let slot = match interned_keywords(key.py())
+        .iter()
+        .position(|name| key.is(name))
+    {
         Some(slot) => slot,
         None => {
             let name = key.cast::<PyString>()?.to_cow()?;
@@ -153,21 +233,15 @@ fn set_keyword(
     match slot {
         0 => parsed.stream = Some(value.extract().map_err(|_| wrong_type("an int"))?),
         1 => {
-            let (major, minor) = match exact_int_pair(value) {
-                Some(pair) => pair,
-                None => value
-                    .extract()
-                    .map_err(|_| wrong_type("a tuple of two ints"))?,
-            };
+            let (major, minor) = value
+                .extract()
+                .map_err(|_| wrong_type("a tuple of two ints"))?;
             parsed.max_version = Some(Version::new(major, minor));
         }
         2 => {
-            let (device_type, id) = match exact_int_pair(value) {
-                Some(pair) => pair,
-                None => value
-                    .extract()
-                    .map_err(|_| wrong_type("a tuple of two ints"))?,
-            };
+            let (device_type, id) = value
+                .extract()
+                .map_err(|_| wrong_type("a tuple of two ints"))?;
             parsed.dl_device = Some(Device::new(DeviceType(device_type), id));
         }
         _ => parsed.copy = Some(value.extract().map_err(|_| wrong_type("a bool"))?),
@@ -334,12 +408,22 @@ unsafe extern "C" fn raw_dlpack_varargs<T: PyExporter>(
         if !kwargs.is_null() {
             // SAFETY: a non-NULL `kwargs` is a borrowed reference valid for this call.
             let kwargs = unsafe { pyo3::Borrowed::from_ptr(py, kwargs) };
+            let names = interned_keywords(py);
             for (key, value) in kwargs.cast::<PyDict>()?.iter() {
-                set_keyword(&mut parsed, &key, &value)?;
+                // SAFETY: attached, no exception set (a failed step returned), and both objects
+                // are held by this loop.
+                if !unsafe {
+                    set_keyword_fast(py, &mut parsed, names, key.as_ptr(), value.as_ptr())
+                } {
+                    set_keyword(&mut parsed, &key, &value)?;
+                }
             }
         }
         // SAFETY: `slf` is a borrowed reference valid for this call.
-        export_from::<T>(unsafe { pyo3::Borrowed::from_ptr(py, slf) }, &parsed)
+        let slf = unsafe { pyo3::Borrowed::from_ptr(py, slf) };
+        // This convention also serves interpreters other than CPython: the type is checked here
+        // rather than trusted to their method descriptors.
+        slf.cast::<T>()?.get().exporter().to_capsule(py, &parsed)
     })
 }
 
@@ -368,28 +452,53 @@ unsafe extern "C" fn raw_dlpack_fast<T: PyExporter>(
         }
         let mut parsed = ExportArgs::default();
         if !kwnames.is_null() {
-            // SAFETY: a non-NULL `kwnames` is a borrowed tuple valid for this call.
-            let kwnames = unsafe { pyo3::Borrowed::from_ptr(py, kwnames) };
-            let kwnames = kwnames.cast::<PyTuple>()?;
-            for i in 0..kwnames.len() {
-                let key = kwnames.get_borrowed_item(i)?;
-                // SAFETY: `args` holds `positional` (0) values and then one per keyword name,
-                // each a borrowed reference valid for this call.
-                let value = unsafe { pyo3::Borrowed::from_ptr(py, *args.add(positional + i)) };
-                set_keyword(&mut parsed, &key, &value)?;
+            let names = interned_keywords(py);
+            // SAFETY: a non-NULL `kwnames` is a tuple of strings borrowed for this call
+            // (CPython's calling convention), for which PyTuple_Size does not fail.
+            let count = unsafe { pyo3::ffi::PyTuple_Size(kwnames) };
+            for i in 0..count {
+                // SAFETY: `i` < the tuple's size: GetItem returns a borrowed name without
+                // raising. `args` holds `positional` (0) values and then one per keyword name,
+                // each borrowed for this call.
+                let (key, value) = unsafe {
+                    (
+                        pyo3::ffi::PyTuple_GetItem(kwnames, i),
+                        *args.add(positional + i as usize),
+                    )
+                };
+                // SAFETY: attached, no exception set (a failed step returned), both objects
+                // live for the call.
+                if !unsafe { set_keyword_fast(py, &mut parsed, names, key, value) } {
+                    // SAFETY: as above.
+                    let (key, value) = unsafe {
+                        (
+                            pyo3::Borrowed::from_ptr(py, key),
+                            pyo3::Borrowed::from_ptr(py, value),
+                        )
+                    };
+                    set_keyword(&mut parsed, &key, &value)?;
+                }
             }
         }
-        // SAFETY: `slf` is a borrowed reference valid for this call.
-        export_from::<T>(unsafe { pyo3::Borrowed::from_ptr(py, slf) }, &parsed)
+        // SAFETY: `slf` is a borrowed reference valid for this call, to an instance of `T`:
+        // CPython's method descriptor checks that before every call (`descr_check`, also for a
+        // call through the type, `T.__dlpack__(other)`), and raises TypeError for anything
+        // else; this function serves CPython only.
+        unsafe { export_from::<T>(pyo3::Borrowed::from_ptr(py, slf), &parsed) }
     })
 }
 
 /// The export of [`dlpack_method`]'s functions, once the arguments are parsed.
-fn export_from<'py, T: PyExporter>(
+///
+/// # Safety
+/// `slf` is an instance of `T` (or of a subclass).
+unsafe fn export_from<'py, T: PyExporter>(
     slf: pyo3::Borrowed<'_, 'py, PyAny>,
     args: &ExportArgs,
 ) -> PyResult<Bound<'py, PyCapsule>> {
-    slf.cast::<T>()?.get().exporter().to_capsule(slf.py(), args)
+    // SAFETY: an instance of `T` (caller).
+    let slf = unsafe { slf.cast_unchecked::<T>() };
+    slf.get().exporter().to_capsule(slf.py(), args)
 }
 
 /// Runs a C method's body: its result as a new reference, or NULL with the error (or a
@@ -757,8 +866,14 @@ unsafe impl Export for Shared {
         self.0.ndim()
     }
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape.copy_from_slice(self.0.shape());
-        strides.copy_from_slice(self.0.strides());
+        // One loop for both arrays: for the few dimensions of a tensor, cheaper than the two
+        // `memcpy` calls `copy_from_slice` makes. Both arrays have `ndim()` entries.
+        debug_assert_eq!(shape.len(), self.0.ndim());
+        let source = self.0.shape().iter().zip(self.0.strides());
+        for ((n, s), (&from_n, &from_s)) in shape.iter_mut().zip(strides.iter_mut()).zip(source) {
+            *n = from_n;
+            *s = from_s;
+        }
         ExportDesc {
             data: self.0.data_ptr(),
             byte_offset: self.0.byte_offset(),

@@ -226,6 +226,9 @@ class IntPair(tuple):
     [
         ((1, 0), "dltensor_versioned"),
         ((0, 9), "dltensor"),
+        ((0, 3), "dltensor"),  # ints the shortcut knows by identity
+        ((1, 7), "dltensor_versioned"),  # an int it reads with PyLong_AsLong
+        ((int("1"), int("2")), "dltensor_versioned"),  # ints made at run time
         ((True, False), "dltensor_versioned"),  # bools are ints, through the general path
         (IntPair((1, 3)), "dltensor_versioned"),
         ((np.int64(1), 0), "dltensor_versioned"),  # an __index__ int, through the general path
@@ -244,6 +247,15 @@ def test_max_version_out_of_range_is_a_type_error(m, balanced, value):
         t.__dlpack__(max_version=value)
 
 
+@pytest.mark.parametrize("copy", [True, False, np.True_, np.False_])
+def test_copy_is_read_alike_by_both_paths(m, balanced, copy):
+    """The bool singletons take the shortcut, NumPy's bools the general extraction."""
+    t = f64(m)
+    got = m.import_report(t.__dlpack__(max_version=(1, 0), copy=copy))
+    assert got["is_copied"] is bool(copy)
+    assert (got["data_ptr"] == t.data_ptr) is not bool(copy)
+
+
 def test_dl_device_is_read_alike_by_both_paths(m, balanced):
     t = f64(m)
     for dl_device in [(1, 0), IntPair((1, 0)), (np.int32(1), 0)]:
@@ -251,3 +263,12 @@ def test_dl_device_is_read_alike_by_both_paths(m, balanced):
         assert repr(capsule).startswith('<capsule object "dltensor_versioned"')
     with pytest.raises(TypeError, match="dl_device.*must be a tuple of two ints"):
         t.__dlpack__(dl_device=(2**40, 0))
+
+
+def test_the_method_called_through_the_type_checks_its_self(m):
+    """`DLPackTensor.__dlpack__(other)` is refused before the export reads `other` as a tensor."""
+    method = type(f64(m)).__dlpack__
+    for other in [np.arange(3.0), object(), None]:
+        with pytest.raises(TypeError, match="DLPackTensor"):
+            method(other, max_version=(1, 0))
+    assert repr(method(f64(m), max_version=(1, 0))).startswith('<capsule object "dltensor_versioned"')

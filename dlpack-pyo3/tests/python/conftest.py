@@ -5,6 +5,7 @@ The extension module under test, ``dlpack_testmod``, is built by scripts/steps/p
 ``dlpack_testmod.abi3.so`` into the folder named by ``DLPACK_TESTMOD_DIR``.
 """
 
+import gc
 import os
 import sys
 
@@ -55,6 +56,14 @@ def base_array(dtype, n=24):
     if dtype.kind in "iu":
         return (i * 3 + 1).astype(dtype)
     return (i * 0.5 - 3).astype(dtype)
+
+
+def pytest_collection_finish(session):
+    """Moves everything made by the imports (NumPy, JAX, tvm-ffi, the test modules) out of the
+    garbage collector's sight: the leak checks' `gc.collect()` then looks only at what the tests
+    made, in microseconds instead of the ~60 ms (~0.5 s under valgrind) of walking JAX."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

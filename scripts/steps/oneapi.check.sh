@@ -2,8 +2,7 @@
 # the test-support driver in three configurations (direct, intercept, validation layer) and the
 # header layout test. Here the crate's documentation examples run again with the test-support
 # driver loaded, so that they take their full path (export, import, copies) instead of stopping
-# at "no Level Zero driver". Then the unit tests that need no loader (device numbering, result
-# names; the test driver's allocation map) run under Miri; the rest is FFI, which Miri cannot run.
+# at "no Level Zero driver". Its Miri run is in oneapi.miri.sh.
 
 step "dlpack-oneapi doc examples through the Level Zero test driver"
 oneapi_target=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -14,8 +13,3 @@ oneapi_driver="$oneapi_target/debug/libdlpack_oneapi_test_driver.so"
 ZE_ENABLE_ALT_DRIVERS="$oneapi_driver" DLPACK_ONEAPI_TEST_DRIVER_DEVICES=2 \
     cargo test -p dlpack-oneapi --all-features --doc
 
-if ((!QUICK)); then
-    step "cargo miri test: dlpack-oneapi's numbering logic, the test driver's allocation map"
-    MIRIFLAGS="-Zmiri-strict-provenance${MIRIFLAGS:+ $MIRIFLAGS}" \
-        cargo +nightly miri test -p dlpack-oneapi -p dlpack-oneapi-test-driver --all-features --lib
-fi

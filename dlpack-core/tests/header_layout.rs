@@ -13,53 +13,15 @@
 //! which case it fails. Under Miri it is ignored (Miri cannot run a C compiler).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
-use std::mem::{align_of, offset_of, size_of};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use dlpack_core::ffi::{
     self, DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLPackExchangeAPI,
     DLPackExchangeAPIHeader, DLPackVersion, DLTensor,
 };
 use dlpack_core::{DataTypeCode, DeviceType, Flags, Version};
-
-/// One number both sides must agree on: its key in the C program's output, the C expression that
-/// computes it, and Rust's value.
-struct Check {
-    key: String,
-    c_expr: String,
-    rust: i128,
-}
-
-/// The size of a field's type, given a projection to it (no value of `T` is ever made).
-fn field_size<T, F>(_project: fn(&T) -> &F) -> usize {
-    size_of::<F>()
-}
-
-/// `layout!(checks, Struct { field, ... })`: size and alignment of the struct, offset and size of
-/// every field. Rust and C field names are the same.
-macro_rules! layout {
-    ($checks:ident, $ty:ident { $($field:ident),* $(,)? }) => {{
-        let ty = stringify!($ty);
-        $checks.push(Check { key: format!("sizeof.{ty}"), c_expr: format!("sizeof({ty})"), rust: size_of::<$ty>() as i128 });
-        $checks.push(Check { key: format!("alignof.{ty}"), c_expr: format!("_Alignof({ty})"), rust: align_of::<$ty>() as i128 });
-        $(
-            let field = stringify!($field);
-            $checks.push(Check {
-                key: format!("offsetof.{ty}.{field}"),
-                c_expr: format!("offsetof({ty}, {field})"),
-                rust: offset_of!($ty, $field) as i128,
-            });
-            $checks.push(Check {
-                key: format!("sizeof.{ty}.{field}"),
-                c_expr: format!("sizeof((({ty} *)0)->{field})"),
-                rust: field_size(|s: &$ty| &s.$field) as i128,
-            });
-        )*
-    }};
-}
+use dlpack_testing::c_layout::{self, Check, strip_comments};
+use dlpack_testing::layout_checks;
 
 /// `(C name, value)` of every `kDL*` constant in `ffi`, named once so a typo cannot hide.
 macro_rules! ffi_consts {
@@ -133,56 +95,6 @@ struct Enumerator {
     enum_name: String,
     /// The literal after `=`, when there is one (the compiler's value is the one compared).
     literal: Option<i128>,
-}
-
-/// The header without comments, so that names mentioned in prose are not taken for declarations.
-fn strip_comments(src: &str) -> String {
-    let b = src.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i += 2;
-                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
-                    if b[i] == b'\n' {
-                        out.push(b'\n');
-                    }
-                    i += 1;
-                }
-                i += 2;
-                out.push(b' ');
-            }
-            q @ (b'"' | b'\'') => {
-                out.push(q);
-                i += 1;
-                while i < b.len() && b[i] != q {
-                    if b[i] == b'\\' {
-                        out.push(b[i]);
-                        i += 1;
-                    }
-                    if i < b.len() {
-                        out.push(b[i]);
-                        i += 1;
-                    }
-                }
-                if i < b.len() {
-                    out.push(q);
-                    i += 1;
-                }
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn is_ident(c: u8) -> bool {
@@ -316,108 +228,20 @@ fn find_header() -> Option<PathBuf> {
     None
 }
 
-/// A fresh directory for the C program, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "dlpack-header-layout-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Compiles and runs the C program; returns its `name value` lines.
 fn run_c(header: &Path, checks: &[Check]) -> BTreeMap<String, i128> {
-    let dir = TempDir::new();
     let header_dir = header.parent().expect("the header path has a parent");
     let header_file = header
         .file_name()
         .expect("the header path names a file")
         .to_string_lossy();
-
-    let mut c = String::new();
-    writeln!(
-        c,
-        "#include <stddef.h>\n#include <stdio.h>\n#include \"{header_file}\"\n"
+    c_layout::run_c(
+        "header_layout",
+        &format!("#include \"{header_file}\""),
+        header_dir,
+        "c11",
+        checks,
     )
-    .unwrap();
-    writeln!(c, "int main(void) {{").unwrap();
-    for check in checks {
-        writeln!(
-            c,
-            "    printf(\"%s %lld\\n\", \"{}\", (long long)({}));",
-            check.key, check.c_expr
-        )
-        .unwrap();
-    }
-    writeln!(c, "    return 0;\n}}").unwrap();
-    let c_path = dir.0.join("layout.c");
-    let exe_path = dir.0.join("layout");
-    std::fs::write(&c_path, &c).expect("write the C program");
-
-    // `CC` may carry arguments (`ccache gcc`, `gcc -m64`).
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cc".to_owned());
-    let mut words = cc.split_whitespace();
-    let program = words.next().expect("CC is not empty");
-    let out = Command::new(program)
-        .args(words)
-        .args(["-std=c11", "-Wall", "-I"])
-        .arg(header_dir)
-        .arg("-o")
-        .arg(&exe_path)
-        .arg(&c_path)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("header_layout: cannot run the C compiler `{cc}` (set CC to override): {e}")
-        });
-    assert!(
-        out.status.success(),
-        "header_layout: `{cc}` failed to compile the layout program against {}:\n{}\n--- program ---\n{c}",
-        header.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-
-    let out = Command::new(&exe_path)
-        .output()
-        .expect("run the compiled layout program");
-    assert!(
-        out.status.success(),
-        "header_layout: the layout program failed: {:?}",
-        out.status
-    );
-    let stdout = String::from_utf8(out.stdout).expect("the layout program prints ASCII");
-    stdout
-        .lines()
-        .map(|line| {
-            let (name, value) = line
-                .split_once(' ')
-                .unwrap_or_else(|| panic!("bad line from the C program: {line:?}"));
-            (
-                name.to_owned(),
-                value
-                    .parse()
-                    .unwrap_or_else(|_| panic!("bad value from the C program: {line:?}")),
-            )
-        })
-        .collect()
 }
 
 const DEVICE_ENUM: &str = "DLDeviceType";
@@ -435,16 +259,16 @@ fn rust_mirror_matches_the_c_header() {
 
     // Everything the C program prints: first the numbers both sides compute the same way.
     let mut checks = Vec::new();
-    layout!(checks, DLPackVersion { major, minor });
-    layout!(
+    layout_checks!(checks, DLPackVersion { major, minor });
+    layout_checks!(
         checks,
         DLDevice {
             device_type,
             device_id
         }
     );
-    layout!(checks, DLDataType { code, bits, lanes });
-    layout!(
+    layout_checks!(checks, DLDataType { code, bits, lanes });
+    layout_checks!(
         checks,
         DLTensor {
             data,
@@ -456,7 +280,7 @@ fn rust_mirror_matches_the_c_header() {
             byte_offset
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         DLManagedTensor {
             dl_tensor,
@@ -464,7 +288,7 @@ fn rust_mirror_matches_the_c_header() {
             deleter
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         DLManagedTensorVersioned {
             version,
@@ -474,8 +298,8 @@ fn rust_mirror_matches_the_c_header() {
             dl_tensor
         }
     );
-    layout!(checks, DLPackExchangeAPIHeader { version, prev_api });
-    layout!(
+    layout_checks!(checks, DLPackExchangeAPIHeader { version, prev_api });
+    layout_checks!(
         checks,
         DLPackExchangeAPI {
             header,

@@ -16,14 +16,13 @@
 //! which case it fails. Needs a C compiler with GNU extensions (`cc`, or `$CC`: gcc or clang).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::io::Write as _;
-use std::mem::{align_of, offset_of, size_of};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use dlpack_oneapi::sys;
 use dlpack_oneapi::sys::*;
+use dlpack_testing::c_layout::{self, Check, strip_comments};
+use dlpack_testing::layout_checks;
 
 #[path = "../test-driver/src/ddi.rs"]
 #[allow(dead_code, unreachable_pub)]
@@ -32,46 +31,6 @@ mod ddi;
 const HEADERS_VAR: &str = "DLPACK_ONEAPI_ZE_HEADERS";
 const REQUIRE_VAR: &str = "DLPACK_REQUIRE_ZE_HEADERS";
 const DEFAULT_DIR: &str = "/usr/include/level_zero";
-
-/// One number both sides must agree on: its key, the C expression that computes it, and Rust's
-/// value.
-struct Check {
-    key: String,
-    c_expr: String,
-    rust: i128,
-}
-
-/// The size of a field's type, given a projection to it (no value of `T` is made).
-fn field_size<T, F>(_project: fn(&T) -> &F) -> usize {
-    size_of::<F>()
-}
-
-fn c_field(name: &str) -> &str {
-    name.strip_prefix("r#").unwrap_or(name)
-}
-
-/// `layout!(checks, Struct { field, ... })`: size and alignment of the struct, offset and size
-/// of every field, under the C names.
-macro_rules! layout {
-    ($checks:ident, $ty:ident { $($field:ident),* $(,)? }) => {{
-        let ty = stringify!($ty);
-        $checks.push(Check { key: format!("sizeof.{ty}"), c_expr: format!("sizeof({ty})"), rust: size_of::<$ty>() as i128 });
-        $checks.push(Check { key: format!("alignof.{ty}"), c_expr: format!("_Alignof({ty})"), rust: align_of::<$ty>() as i128 });
-        $(
-            let field = c_field(stringify!($field));
-            $checks.push(Check {
-                key: format!("offsetof.{ty}.{field}"),
-                c_expr: format!("offsetof({ty}, {field})"),
-                rust: offset_of!($ty, $field) as i128,
-            });
-            $checks.push(Check {
-                key: format!("sizeof.{ty}.{field}"),
-                c_expr: format!("sizeof((({ty} *)0)->{field})"),
-                rust: field_size(|s: &$ty| &s.$field) as i128,
-            });
-        )*
-    }};
-}
 
 /// `sizes!(checks, a, b, ...)`: `sizeof` of typedefs (flags, handles, enums).
 macro_rules! sizes {
@@ -143,25 +102,6 @@ fn c_type(rust: &str) -> String {
     .to_owned()
 }
 
-/// The header text without comments.
-fn strip_comments(src: &str) -> String {
-    let mut out = String::with_capacity(src.len());
-    let mut rest = src;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("//") {
-            rest = r.find('\n').map_or("", |i| &r[i..]);
-        } else if let Some(r) = rest.strip_prefix("/*") {
-            rest = r.find("*/").map_or("", |i| &r[i + 2..]);
-            out.push(' ');
-        } else {
-            let c = rest.chars().next().expect("non-empty");
-            out.push(c);
-            rest = &rest[c.len_utf8()..];
-        }
-    }
-    out
-}
-
 /// Every identifier in `text` starting with `prefix`.
 fn idents(text: &str, prefix: &str) -> BTreeSet<String> {
     text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -204,56 +144,10 @@ fn find_headers() -> Option<PathBuf> {
 
 /// Compiles and runs the C program printing every check as `key value`.
 fn run_c(dir: &Path, checks: &[Check]) -> BTreeMap<String, i128> {
-    let mut c = String::from(
-        "#include <stddef.h>\n#include <stdint.h>\n#include <stdio.h>\n#include \"ze_api.h\"\n\
-         #include \"ze_ddi.h\"\n#include \"zet_ddi.h\"\n#include \"zes_ddi.h\"\n\nint main(void) {\n",
-    );
-    for check in checks {
-        writeln!(
-            c,
-            "    printf(\"%s %lld\\n\", \"{}\", (long long)({}));",
-            check.key, check.c_expr
-        )
-        .unwrap();
-    }
-    c.push_str("    return 0;\n}\n");
-    let work = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("ze-header-layout-{}", std::process::id()));
-    std::fs::create_dir_all(&work).expect("create the work directory");
-    let c_path = work.join("layout.c");
-    let exe = work.join("layout");
-    std::fs::write(&c_path, &c).expect("write the C program");
-    let cc = std::env::var("CC")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "cc".to_owned());
-    let mut words = cc.split_whitespace();
-    let program = words.next().expect("CC is not empty");
-    let out = Command::new(program)
-        .args(words)
-        .args(["-std=gnu11", "-Wall", "-I"])
-        .arg(dir)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&c_path)
-        .output()
-        .unwrap_or_else(|e| panic!("ze_header_layout: cannot run the C compiler `{cc}`: {e}"));
-    assert!(
-        out.status.success(),
-        "ze_header_layout: the C program did not compile:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(&exe).output().expect("run the layout program");
-    assert!(out.status.success(), "the layout program failed");
-    let _ = std::fs::remove_dir_all(&work);
-    String::from_utf8(out.stdout)
-        .expect("ASCII output")
-        .lines()
-        .map(|line| {
-            let (k, v) = line.split_once(' ').expect("`key value` lines");
-            (k.to_owned(), v.parse().expect("a number"))
-        })
-        .collect()
+    let includes = "#include <stdint.h>\n#include \"ze_api.h\"\n#include \"ze_ddi.h\"\n\
+                    #include \"zet_ddi.h\"\n#include \"zes_ddi.h\"";
+    // GNU C: the function-type checks use `__builtin_types_compatible_p`.
+    c_layout::run_c("ze_header_layout", includes, dir, "gnu11", checks)
 }
 
 #[test]
@@ -262,8 +156,8 @@ fn the_bindings_match_the_level_zero_headers() {
     let mut checks = Vec::new();
 
     // Structs.
-    layout!(checks, ze_device_uuid_t { id });
-    layout!(
+    layout_checks!(checks, ze_device_uuid_t { id });
+    layout_checks!(
         checks,
         ze_device_properties_t {
             stype,
@@ -289,7 +183,7 @@ fn the_bindings_match_the_level_zero_headers() {
             name,
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         ze_context_desc_t {
             stype,
@@ -297,7 +191,7 @@ fn the_bindings_match_the_level_zero_headers() {
             flags
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         ze_device_mem_alloc_desc_t {
             stype,
@@ -306,7 +200,7 @@ fn the_bindings_match_the_level_zero_headers() {
             ordinal
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         ze_host_mem_alloc_desc_t {
             stype,
@@ -314,7 +208,7 @@ fn the_bindings_match_the_level_zero_headers() {
             flags
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         ze_memory_allocation_properties_t {
             stype,
@@ -324,7 +218,7 @@ fn the_bindings_match_the_level_zero_headers() {
             pageSize
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         ze_command_queue_desc_t {
             stype,
@@ -336,7 +230,7 @@ fn the_bindings_match_the_level_zero_headers() {
             priority
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         ze_event_pool_desc_t {
             stype,
@@ -345,7 +239,7 @@ fn the_bindings_match_the_level_zero_headers() {
             count
         }
     );
-    layout!(
+    layout_checks!(
         checks,
         ze_event_desc_t {
             stype,

@@ -14,7 +14,9 @@
 //! fixture runs under Miri with `-Zmiri-strict-provenance`.
 //!
 //! [`import_check`] holds the import invariant that dlpack-core's property test and the fuzz
-//! target check on every foreign tensor they draw.
+//! target check on every foreign tensor they draw; [`c_layout`] the checks of Rust bindings
+//! against a C header that dlpack-core's `dlpack.h` test and dlpack-oneapi's Level Zero test
+//! share.
 
 use std::ffi::c_void;
 use std::ptr;
@@ -23,6 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use dlpack_core::{DataType, Device, DeviceType, Element, MAX_NDIM, Version};
+
+pub mod c_layout;
 
 /// How a `shape` or `strides` field is filled.
 #[derive(Clone, Debug)]

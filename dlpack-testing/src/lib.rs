@@ -645,8 +645,9 @@ pub mod import_check {
         AcceptedElsewhere,
         /// Accepted over the buffer.
         AcceptedInside {
-            /// Whether a typed view was walked (the dtype is one of the walked scalar types,
-            /// the data is aligned and valid for it and there are at most 4096 elements).
+            /// Whether a typed view was walked (the dtype is one of the walked element types:
+            /// the scalars, and f16, bf16, complex and float8 with this crate's features; the
+            /// data is aligned and valid for it and there are at most 4096 elements).
             walked: bool,
         },
     }
@@ -763,7 +764,8 @@ pub mod import_check {
                 | walk::<f32>(&t, &span)?
                 | walk::<i64>(&t, &span)?
                 | walk::<u64>(&t, &span)?
-                | walk::<f64>(&t, &span)?;
+                | walk::<f64>(&t, &span)?
+                | walk_feature_types(&t, &span)?;
             Outcome::AcceptedInside { walked }
         } else {
             if t.is_empty() {
@@ -809,6 +811,62 @@ pub mod import_check {
         fn same(self, other: Self) -> bool {
             self.to_bits() == other.to_bits()
         }
+    }
+
+    #[cfg(feature = "half")]
+    impl Same for half::f16 {
+        fn same(self, other: Self) -> bool {
+            self.to_bits() == other.to_bits()
+        }
+    }
+
+    #[cfg(feature = "half")]
+    impl Same for half::bf16 {
+        fn same(self, other: Self) -> bool {
+            self.to_bits() == other.to_bits()
+        }
+    }
+
+    #[cfg(feature = "num-complex")]
+    impl<T: Same> Same for num_complex::Complex<T> {
+        fn same(self, other: Self) -> bool {
+            self.re.same(other.re) && self.im.same(other.im)
+        }
+    }
+
+    #[cfg(feature = "float8")]
+    impl Same for float8::F8E4M3 {
+        fn same(self, other: Self) -> bool {
+            self.to_bits() == other.to_bits()
+        }
+    }
+
+    #[cfg(feature = "float8")]
+    impl Same for float8::F8E5M2 {
+        fn same(self, other: Self) -> bool {
+            self.to_bits() == other.to_bits()
+        }
+    }
+
+    /// [`walk`] for the element types of this crate's features (`half`, `num-complex`,
+    /// `float8`; the workspace's `cargo test --all-features` turns them on).
+    #[allow(unused_variables, unused_mut)] // with none of the features
+    fn walk_feature_types(t: &ManagedTensor, span: &Range<usize>) -> Result<bool, String> {
+        let mut walked = false;
+        #[cfg(feature = "half")]
+        {
+            walked |= walk::<half::f16>(t, span)? | walk::<half::bf16>(t, span)?;
+        }
+        #[cfg(feature = "num-complex")]
+        {
+            walked |= walk::<num_complex::Complex<f32>>(t, span)?
+                | walk::<num_complex::Complex<f64>>(t, span)?;
+        }
+        #[cfg(feature = "float8")]
+        {
+            walked |= walk::<float8::F8E4M3>(t, span)? | walk::<float8::F8E5M2>(t, span)?;
+        }
+        Ok(walked)
     }
 
     /// Walks a typed view when `T` is the tensor's dtype: every element must lie in `span`, the

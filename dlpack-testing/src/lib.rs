@@ -801,50 +801,33 @@ pub mod import_check {
     }
     same_by_eq!(u8, i8, bool, i16, u16, i32, u32, i64, u64);
 
-    impl Same for f32 {
-        fn same(self, other: Self) -> bool {
-            self.to_bits() == other.to_bits()
-        }
+    /// Floats compare by their bits (`to_bits`), so that NaN payloads count.
+    macro_rules! same_by_bits {
+        ($($(#[$cfg:meta])* $t:ty),* $(,)?) => {
+            $($(#[$cfg])* impl Same for $t {
+                fn same(self, other: Self) -> bool {
+                    self.to_bits() == other.to_bits()
+                }
+            })*
+        };
     }
-
-    impl Same for f64 {
-        fn same(self, other: Self) -> bool {
-            self.to_bits() == other.to_bits()
-        }
-    }
-
-    #[cfg(feature = "half")]
-    impl Same for half::f16 {
-        fn same(self, other: Self) -> bool {
-            self.to_bits() == other.to_bits()
-        }
-    }
-
-    #[cfg(feature = "half")]
-    impl Same for half::bf16 {
-        fn same(self, other: Self) -> bool {
-            self.to_bits() == other.to_bits()
-        }
-    }
+    same_by_bits!(
+        f32,
+        f64,
+        #[cfg(feature = "half")]
+        half::f16,
+        #[cfg(feature = "half")]
+        half::bf16,
+        #[cfg(feature = "float8")]
+        float8::F8E4M3,
+        #[cfg(feature = "float8")]
+        float8::F8E5M2,
+    );
 
     #[cfg(feature = "num-complex")]
     impl<T: Same> Same for num_complex::Complex<T> {
         fn same(self, other: Self) -> bool {
             self.re.same(other.re) && self.im.same(other.im)
-        }
-    }
-
-    #[cfg(feature = "float8")]
-    impl Same for float8::F8E4M3 {
-        fn same(self, other: Self) -> bool {
-            self.to_bits() == other.to_bits()
-        }
-    }
-
-    #[cfg(feature = "float8")]
-    impl Same for float8::F8E5M2 {
-        fn same(self, other: Self) -> bool {
-            self.to_bits() == other.to_bits()
         }
     }
 

@@ -125,6 +125,11 @@ fn broadcast<T: Element + PartialEq + Debug>(make: fn(usize) -> T) {
     }
 }
 
+/// Under Miri, which takes a minute over the whole matrix, one type per size and alignment (bool,
+/// u8, i16, f16, f32, f64, the two complex types and one float8) goes through every layout: the
+/// unsafe code depends on those, not on the type's name. Natively, every type does.
+const NATIVE_ONLY: bool = cfg!(miri);
+
 fn matrix<T: Element + PartialEq + Debug>(make: fn(usize) -> T) {
     for (name, a) in layouts(make) {
         round_trip(name, a);
@@ -139,18 +144,22 @@ fn bool_in_every_layout() {
 
 #[test]
 fn signed_integers_in_every_layout() {
-    matrix(|i| i as i8);
     matrix(|i| -(i as i16));
-    matrix(|i| i as i32 * 1000);
-    matrix(|i| i as i64 - 50);
+    if !NATIVE_ONLY {
+        matrix(|i| i as i8);
+        matrix(|i| i as i32 * 1000);
+        matrix(|i| i as i64 - 50);
+    }
 }
 
 #[test]
 fn unsigned_integers_in_every_layout() {
     matrix(|i| i as u8);
-    matrix(|i| i as u16 * 3);
-    matrix(|i| i as u32 + 7);
-    matrix(|i| i as u64 * 11);
+    if !NATIVE_ONLY {
+        matrix(|i| i as u16 * 3);
+        matrix(|i| i as u32 + 7);
+        matrix(|i| i as u64 * 11);
+    }
 }
 
 #[test]
@@ -162,7 +171,9 @@ fn floats_in_every_layout() {
 #[test]
 fn half_floats_in_every_layout() {
     matrix(|i| f16::from_f32(i as f32));
-    matrix(|i| bf16::from_f32(i as f32));
+    if !NATIVE_ONLY {
+        matrix(|i| bf16::from_f32(i as f32));
+    }
 }
 
 #[test]
@@ -174,5 +185,7 @@ fn complex_numbers_in_every_layout() {
 #[test]
 fn float8_in_every_layout() {
     matrix(|i| F8E4M3::from_f32((i % 16) as f32));
-    matrix(|i| F8E5M2::from_f32((i % 16) as f32));
+    if !NATIVE_ONLY {
+        matrix(|i| F8E5M2::from_f32((i % 16) as f32));
+    }
 }

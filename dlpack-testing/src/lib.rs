@@ -27,6 +27,7 @@ use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use dlpack_core::{DataType, Device, DeviceType, Element, MAX_NDIM, Version};
 
 pub mod c_layout;
+pub mod harness;
 
 /// How a `shape` or `strides` field is filled.
 #[derive(Clone, Debug)]

@@ -4,10 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses a part
 
-use std::ffi::OsString;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::ExitCode;
 
 /// `DLPACK_REQUIRE_ZE_LOADER=1` turns "the loader is not installed" (and "the test driver cannot
 /// be built") from a printed NOT RUN into a failure. The workspace's test command sets it.
@@ -40,138 +38,33 @@ pub(crate) fn loader_error() -> Option<String> {
     }
 }
 
-/// A named test case taking the suite's fixture.
-pub(crate) type Case<X> = (&'static str, fn(&X));
+pub(crate) use dlpack_testing::harness::{Case, cases};
 
-/// `cases![Fixture; a, b]`: the cases `a` and `b`, named after their functions.
-macro_rules! cases {
-    ($fixture:ty; $($case:ident),* $(,)?) => {
-        &[$((stringify!($case), $case as fn(&$fixture))),*]
-    };
-}
-pub(crate) use cases;
-
-/// Runs `cases` like libtest does: `cargo test -- <filter>` selects by substring (`--exact`: by
-/// name), `--list` lists, other flags are ignored. Each case runs in `around`, which can check
-/// for leaks. Returns failure if any case panicked.
+/// Runs `cases` like libtest does ([`dlpack_testing::harness::run_cases`] over this process's
+/// arguments), each inside `around`, which can check for leaks; prints the summary and returns
+/// failure if any case panicked.
 pub(crate) fn run_cases<X>(
     suite: &str,
     fixture: &X,
     cases: &[Case<X>],
     around: impl Fn(&str, &dyn Fn()),
 ) -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let exact = args.iter().any(|a| a == "--exact");
-    if args.iter().any(|a| a == "--list") {
-        for (name, _) in cases {
-            println!("{name}: test");
-        }
-        return ExitCode::SUCCESS;
-    }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    let selected: Vec<_> = cases
-        .iter()
-        .filter(|(name, _)| {
-            filters.is_empty()
-                || filters.iter().any(|f| {
-                    if exact {
-                        name == f
-                    } else {
-                        name.contains(f.as_str())
-                    }
-                })
-        })
-        .collect();
-    println!("\nrunning {} tests ({suite})", selected.len());
-    let mut failed = Vec::new();
-    for (name, case) in &selected {
-        let outcome = catch_unwind(AssertUnwindSafe(|| around(name, &|| case(fixture))));
-        match outcome {
-            Ok(()) => println!("test {name} ... ok"),
-            Err(_) => {
-                println!("test {name} ... FAILED");
-                failed.push(*name);
-            }
-        }
-    }
-    let filtered = cases.len() - selected.len();
-    if failed.is_empty() {
-        println!(
-            "\ntest result: ok. {} passed; 0 failed; {filtered} filtered out ({suite})\n",
-            selected.len()
-        );
-        ExitCode::SUCCESS
-    } else {
-        println!("\nfailures ({suite}):");
-        for name in &failed {
-            println!("    {name}");
-        }
-        println!(
-            "\ntest result: FAILED. {} passed; {} failed; {filtered} filtered out ({suite})\n",
-            selected.len() - failed.len(),
-            failed.len()
-        );
-        ExitCode::FAILURE
-    }
+    let args = dlpack_testing::harness::test_args();
+    dlpack_testing::harness::run_cases(suite, fixture, cases, &args, around).report(suite)
 }
 
 /// The test driver library: `$DLPACK_ONEAPI_TEST_DRIVER`, or built now with
-/// `cargo build -p dlpack-oneapi-test-driver`.
+/// `cargo build -p dlpack-oneapi-test-driver` ([`dlpack_testing::harness::workspace_cdylib`]).
 ///
-/// The nested cargo shares the workspace's target directory. That does not deadlock: cargo
-/// releases its build lock before it runs test binaries (checked with cargo 1.95). If another
-/// cargo is building, this one waits for the lock like any build.
-///
-/// `Err` with `Some(reason)` when cargo cannot be run (the tests then do not run); a build that
+/// `Err` with the reason when cargo cannot be run (the tests then do not run); a build that
 /// fails is a panic, since the driver is part of this workspace.
 pub(crate) fn test_driver() -> Result<PathBuf, String> {
-    if let Some(path) = std::env::var_os(DRIVER_PATH_VAR).filter(|p| !p.is_empty()) {
-        let path = PathBuf::from(path);
-        assert!(
-            path.is_file(),
-            "{DRIVER_PATH_VAR}={} is not a file; expected the path of libdlpack_oneapi_test_driver.so",
-            path.display()
-        );
-        return Ok(path);
-    }
-    let cargo: OsString = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = Command::new(&cargo)
-        .args([
-            "build",
-            "-p",
-            "dlpack-oneapi-test-driver",
-            "--message-format=json-render-diagnostics",
-        ])
-        .current_dir(manifest_dir)
-        .output()
-        .map_err(|e| {
-            format!(
-                "cannot run cargo ({}) to build the test driver: {e}; set {DRIVER_PATH_VAR}",
-                cargo.to_string_lossy()
-            )
-        })?;
-    assert!(
-        output.status.success(),
-        "building the test driver (cargo build -p dlpack-oneapi-test-driver) failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let path = stdout
-        .lines()
-        .filter(|l| l.contains("\"compiler-artifact\"") && l.contains("dlpack_oneapi_test_driver"))
-        .find_map(|l| {
-            let rest = &l[l.find("\"filenames\":[\"")? + 14..];
-            let end = rest.find('"')?;
-            Some(PathBuf::from(rest[..end].replace("\\\\", "\\")))
-        })
-        .unwrap_or_else(|| panic!("cargo built no libdlpack_oneapi_test_driver.so:\n{stdout}"));
-    assert!(
-        path.is_file(),
-        "cargo reported {}, which is not a file",
-        path.display()
-    );
-    Ok(path)
+    dlpack_testing::harness::workspace_cdylib(
+        "dlpack-oneapi-test-driver",
+        "dlpack_oneapi_test_driver",
+        DRIVER_PATH_VAR,
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    )
 }
 
 /// `LiveObjects` of the test driver (test-driver/src/lib.rs).

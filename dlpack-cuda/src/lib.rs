@@ -91,11 +91,20 @@
 //!
 //! # Status of the GPU tests
 //!
-//! Without a GPU the normal tests run the hook logic against a fake driver (claims, memory
-//! kinds, spans, stream values, the event handshake, strided copies) and the no-driver path.
-//! The GPU suite (`tests/gpu.rs`, run with `DLPACK_TEST_CUDA=1`) was written on a machine
-//! without a GPU and has not been run yet; until it has, everything that needs a real driver
-//! (the `sys` calls, cudarc interop, pointer attributes of real allocations) is unverified.
+//! Three layers, from the cheapest:
+//!
+//! - The unit tests run the hook logic against an in-process fake driver (claims, memory kinds,
+//!   spans, stream values, the event handshake, strided copies), also under Miri, and
+//!   `tests/no_driver.rs` the no-driver path.
+//! - `tests/test_driver.rs` runs the CUDA suite (`tests/suite`) on any machine through a
+//!   libcuda stand-in built by this workspace (`dlpack-cuda/test-driver`): cudarc's real
+//!   dynamic loading, this crate's real driver calls, device memory the host cannot read,
+//!   asynchronous streams and events, with a leak, double-free and refused-call check after
+//!   every case, with and without memory pools. It proves that the calls this crate makes are
+//!   well-formed and well-ordered against the driver API as the stand-in models it.
+//! - `tests/gpu.rs` runs the same suite on a real GPU (`DLPACK_TEST_CUDA=1`). It has not run on
+//!   one yet: what only a real driver can tell (its pointer attributes for memory-pool and
+//!   managed allocations, its stream semantics, PyTorch and CuPy) is unverified until it has.
 //!
 //! [`Buffer`]: dlpack_core::Buffer
 //! [`DeviceHooks`]: dlpack_core::DeviceHooks

@@ -1,0 +1,469 @@
+//! The CUDA suite: real allocations, the driver's pointer attributes, copies and the stream
+//! handshake, through cudarc and `dlpack-cuda`'s driver calls. Shared by two runners:
+//! `tests/gpu.rs` runs it on a real GPU (`DLPACK_TEST_CUDA=1`), `tests/test_driver.rs` on any
+//! machine through the workspace's libcuda stand-in (`dlpack-cuda/test-driver`).
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use dlpack_core::protocol::{StreamRequest, parse_stream};
+use dlpack_core::{
+    Buffer, DataType, Device, DeviceHooks, DeviceType, Element, Error, Export, ExportDesc, Flags,
+    ManagedTensor, MemoryKind,
+};
+use dlpack_cuda::cudarc::driver::{CudaContext, result, sys};
+use dlpack_cuda::{CudaBuffer, CudaHooks, CudaImport, CudaTensor, ManagedBuffer, PinnedBuffer};
+
+use dlpack_testing::harness::{Case, cases};
+
+const CUDA_HOST: Device = Device::new(DeviceType::CUDA_HOST, 0);
+const CUDA_MANAGED: Device = Device::new(DeviceType::CUDA_MANAGED, 0);
+
+/// Every case of the suite, each taking device 0's primary context.
+pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
+    every_element_type_round_trips_through_device_memory,
+    managed_memory_exports_as_cuda_managed_and_the_driver_agrees,
+    pinned_memory_exports_as_cuda_host_and_the_driver_agrees,
+    false_device_claims_are_refused_by_the_real_driver,
+    a_transposed_device_tensor_imports_and_is_written_in_row_major_order,
+    a_foreign_slice_reads_through_cudarc_and_never_frees,
+    a_consumer_stream_waits_for_the_producer_stream,
+    every_stream_value_is_served_on_a_real_device,
+];
+
+/// The bytes of some elements, to compare values of any element type.
+fn bytes<T: Element>(values: &[T]) -> Vec<u8> {
+    // SAFETY: Element types have no padding, so every byte is initialised.
+    unsafe {
+        std::slice::from_raw_parts(values.as_ptr().cast::<u8>(), size_of_val(values)).to_vec()
+    }
+}
+
+/// Gives a tensor away as a raw pointer and takes it back, as a foreign consumer would.
+fn through_c(tensor: ManagedTensor) -> ManagedTensor {
+    let raw = tensor.into_raw().expect("into_raw");
+    // SAFETY: `raw` is a live tensor we own, made by dlpack-core.
+    unsafe { ManagedTensor::from_raw(raw) }.expect("from_raw")
+}
+
+fn round_trip<T: Element>(context: &Arc<CudaContext>, values: Vec<T>) {
+    let name = T::DTYPE;
+    let hooks = CudaHooks::new(context.default_stream()).expect("hooks");
+    let host = ManagedTensor::export(values.clone()).expect("host tensor");
+    let buffer = CudaBuffer::<T>::copy_from_tensor(&host).expect("host -> device");
+    let address = buffer.device_address();
+    let tensor = through_c(ManagedTensor::export(buffer).expect("export"));
+    assert_eq!(
+        (tensor.device(), tensor.dtype()),
+        (Device::cuda(0), T::DTYPE),
+        "{name}"
+    );
+    let import = CudaImport::new(tensor, &hooks).expect("import");
+    // An empty tensor has no byte to ask the driver about (and its data pointer is a dangling
+    // one, as DLPack allows).
+    let empty = values.is_empty();
+    let kind = (!empty).then_some(MemoryKind::Device);
+    assert_eq!(import.memory_kind(), kind, "{name}");
+    let view = import.device_view::<T>().expect("device view");
+    if !empty {
+        assert_eq!(view.device_ptr(), address as u64, "{name}: zero copy");
+    }
+    let back = import.to_host_vec::<T>(&hooks).expect("device -> host");
+    assert_eq!(bytes(&back), bytes(&values), "{name}");
+    // Device to device.
+    let copy = CudaBuffer::<T>::copy_from_tensor(import.tensor()).expect("device -> device");
+    assert_ne!(copy.device_address(), address, "{name}: a new allocation");
+    let copy = ManagedTensor::export(copy).expect("export the copy");
+    assert_eq!(
+        bytes(&copy.to_host_vec::<T>(&hooks).expect("copy -> host")),
+        bytes(&values),
+        "{name}"
+    );
+    // The exported buffer comes back without a copy.
+    let buffer: CudaBuffer<T> = import
+        .into_tensor()
+        .reclaim()
+        .unwrap_or_else(|_| panic!("{name}: exported from a CudaBuffer"));
+    assert_eq!(buffer.device_address(), address, "{name}");
+}
+
+fn every_element_type_round_trips_through_device_memory(context: &Arc<CudaContext>) {
+    round_trip(context, vec![true, false, false, true, true]);
+    round_trip(context, vec![i8::MIN, -1, 0, 1, i8::MAX]);
+    round_trip(context, vec![i16::MIN, -1, 0, 1, i16::MAX]);
+    round_trip(context, vec![i32::MIN, -1, 0, 1, i32::MAX]);
+    round_trip(context, vec![i64::MIN, -1, 0, 1, i64::MAX]);
+    round_trip(context, vec![0u8, 1, 127, 128, 255]);
+    round_trip(context, vec![0u16, 1, u16::MAX]);
+    round_trip(context, vec![0u32, 1, u32::MAX]);
+    round_trip(context, vec![0u64, 1, u64::MAX]);
+    round_trip(context, vec![-1.5f32, 0.0, f32::MAX, f32::MIN_POSITIVE]);
+    round_trip(context, vec![-1.5f64, 0.0, f64::MAX, f64::MIN_POSITIVE]);
+    round_trip::<f32>(context, Vec::new());
+    #[cfg(feature = "half")]
+    {
+        round_trip(context, vec![half::f16::from_f32(1.5), half::f16::MAX]);
+        round_trip(context, vec![half::bf16::from_f32(-2.25), half::bf16::MIN]);
+    }
+    #[cfg(feature = "num-complex")]
+    {
+        round_trip(context, vec![num_complex::Complex::new(1.0f32, -2.0)]);
+        round_trip(context, vec![num_complex::Complex::new(1.0f64, -2.0)]);
+    }
+    #[cfg(feature = "float8")]
+    {
+        round_trip(context, vec![float8::F8E4M3::from_f32(1.5)]);
+        round_trip(context, vec![float8::F8E5M2::from_f32(-0.25)]);
+    }
+}
+
+fn managed_memory_exports_as_cuda_managed_and_the_driver_agrees(context: &Arc<CudaContext>) {
+    let hooks = CudaHooks::on_default_streams().expect("hooks");
+    // SAFETY: written below before it is read.
+    let mut slice = unsafe { context.alloc_unified::<f32>(4, true) }.expect("managed memory");
+    slice
+        .as_mut_slice()
+        .expect("host access")
+        .copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+    let buffer = ManagedBuffer::new(slice).expect("wrap");
+    let address = buffer.as_slice().as_ptr().addr();
+    // Detected from the pointer alone.
+    let info = hooks.resolve(CUDA_MANAGED, address).expect("resolve");
+    assert_eq!(info.kind, MemoryKind::Managed);
+    assert!(
+        info.allocation
+            .as_ref()
+            .is_some_and(|a| a.contains(&address)),
+        "{info:?}"
+    );
+    let tensor = through_c(ManagedTensor::export(buffer).expect("export"));
+    assert_eq!(tensor.device(), CUDA_MANAGED);
+    let import = CudaImport::new(tensor, &hooks).expect("import");
+    assert_eq!(import.memory_kind(), Some(MemoryKind::Managed));
+    let view = import.host_view::<f32>(&hooks).expect("host view");
+    assert_eq!(view.as_ptr().addr(), address, "read in place");
+    assert_eq!(view.to_vec(), [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(
+        import.to_host_vec::<f32>(&hooks).expect("copy"),
+        [1.0, 2.0, 3.0, 4.0]
+    );
+    // Managed memory may also be claimed as plain device memory of its device.
+    let buffer: ManagedBuffer<f32> = import
+        .into_tensor()
+        .reclaim()
+        .unwrap_or_else(|_| panic!("exported from a ManagedBuffer"));
+    let relabelled = Lie::over(buffer, address, Device::cuda(0), f32::DTYPE, &[4], &[1]);
+    let mut relabelled = ManagedTensor::export(relabelled).expect("export");
+    let info = relabelled
+        .verify_device(&hooks)
+        .expect("verify")
+        .expect("info");
+    assert_eq!(
+        (info.device, info.kind),
+        (Device::cuda(0), MemoryKind::Managed)
+    );
+}
+
+fn pinned_memory_exports_as_cuda_host_and_the_driver_agrees(context: &Arc<CudaContext>) {
+    let hooks = CudaHooks::on_default_streams().expect("hooks");
+    // SAFETY: written below before it is read.
+    let mut slice = unsafe { context.alloc_pinned::<u16>(4) }.expect("pinned memory");
+    slice
+        .as_mut_slice()
+        .expect("host access")
+        .copy_from_slice(&[7, 8, 9, 10]);
+    let buffer = PinnedBuffer::new(slice).expect("wrap");
+    let address = buffer.as_slice().as_ptr().addr();
+    // Detected from the pointer alone; pageable memory is unknown to the driver.
+    let info = hooks.resolve(CUDA_HOST, address).expect("resolve");
+    assert_eq!(
+        (info.device, info.kind),
+        (CUDA_HOST, MemoryKind::HostPinned)
+    );
+    let pageable = [0u16; 4];
+    assert!(matches!(
+        hooks.resolve(CUDA_HOST, pageable.as_ptr().addr()),
+        Err(Error::UnknownPointer { .. })
+    ));
+    let tensor = through_c(ManagedTensor::export(buffer).expect("export"));
+    assert_eq!(tensor.device(), CUDA_HOST);
+    let import = CudaImport::new(tensor, &hooks).expect("import");
+    assert_eq!(import.memory_kind(), Some(MemoryKind::HostPinned));
+    assert_eq!(
+        import.host_view::<u16>(&hooks).expect("view").to_vec(),
+        [7, 8, 9, 10]
+    );
+    // Into a pinned buffer from a device tensor.
+    let device = CudaBuffer::<u16>::copy_from_tensor(import.tensor()).expect("to device");
+    let device = ManagedTensor::export(device).expect("export");
+    let pinned = PinnedBuffer::<u16>::copy_from_tensor(&device).expect("to pinned");
+    assert_eq!(pinned.as_slice(), [7, 8, 9, 10]);
+}
+
+/// A producer that describes memory it keeps alive as whatever tensor it is told to.
+struct Lie {
+    _keep: Box<dyn Any + Send>,
+    data: usize,
+    device: Device,
+    dtype: DataType,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+}
+
+impl Lie {
+    fn over(
+        keep: impl Any + Send,
+        data: usize,
+        device: Device,
+        dtype: DataType,
+        shape: &[i64],
+        strides: &[i64],
+    ) -> Self {
+        Lie {
+            _keep: Box::new(keep),
+            data,
+            device,
+            dtype,
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+        }
+    }
+}
+
+// SAFETY: the described memory is kept alive by `_keep`; only the import-side checks run on
+// these tensors, and lies reaching past `_keep` are refused before any data is read.
+unsafe impl Export for Lie {
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape.copy_from_slice(&self.shape);
+        strides.copy_from_slice(&self.strides);
+        ExportDesc {
+            data: std::ptr::without_provenance_mut(self.data),
+            byte_offset: 0,
+            dtype: self.dtype,
+            device: self.device,
+            flags: Flags::empty(),
+            allocation: None,
+        }
+    }
+}
+
+fn false_device_claims_are_refused_by_the_real_driver(context: &Arc<CudaContext>) {
+    let hooks = CudaHooks::on_default_streams().expect("hooks");
+    let stream = context.default_stream();
+    let slice = stream.clone_htod(&[0f32; 256]).expect("upload");
+    let buffer = Arc::new(CudaBuffer::new(slice));
+    let address = buffer.device_address();
+    let claim = |device: Device, shape: &[i64], strides: &[i64]| {
+        let lie = Lie::over(buffer.clone(), address, device, f32::DTYPE, shape, strides);
+        ManagedTensor::export(lie)
+            .expect("export")
+            .verify_device(&hooks)
+            .map(|_| ())
+    };
+    assert_eq!(claim(Device::cuda(0), &[256], &[1]), Ok(()));
+    assert_eq!(
+        claim(Device::cuda(1), &[256], &[1]),
+        Err(Error::DeviceMismatch {
+            claimed: Device::cuda(1),
+            actual: Device::cuda(0)
+        })
+    );
+    for claimed in [CUDA_HOST, CUDA_MANAGED] {
+        assert_eq!(
+            claim(claimed, &[256], &[1]),
+            Err(Error::MemoryKindMismatch {
+                claimed,
+                actual: MemoryKind::Device
+            })
+        );
+    }
+    // Two elements 4 GiB apart: far beyond a 1 KiB allocation, whatever the allocator rounds.
+    let err = claim(Device::cuda(0), &[2], &[1 << 30]).unwrap_err();
+    assert!(
+        matches!(err, Error::SpanOutsideAllocation { .. }),
+        "{err:?}"
+    );
+    // Pageable host memory claimed as device memory.
+    let pageable = vec![0f32; 4];
+    let at = pageable.as_ptr().addr();
+    let lie = Lie::over(pageable, at, Device::cuda(0), f32::DTYPE, &[4], &[1]);
+    let mut tensor = ManagedTensor::export(lie).expect("export");
+    assert_eq!(
+        tensor.verify_device(&hooks),
+        Err(Error::UnknownPointer {
+            claimed: Device::cuda(0),
+            address: at
+        })
+    );
+}
+
+fn a_transposed_device_tensor_imports_and_is_written_in_row_major_order(
+    context: &Arc<CudaContext>,
+) {
+    let stream = context.default_stream();
+    let hooks = CudaHooks::new(stream.clone()).expect("hooks");
+    let slice = stream.clone_htod(&[0u32, 1, 2, 3, 4, 5]).expect("upload");
+    // The 3x2 transpose of a row-major 2x3 matrix.
+    let transposed =
+        CudaTensor::strided(CudaBuffer::new(slice), &[3, 2], &[1, 3], 0).expect("layout");
+    let tensor = through_c(ManagedTensor::export(transposed).expect("export"));
+    assert_eq!(tensor.strides(), &[1, 3]);
+    let mut import = CudaImport::new(tensor, &hooks).expect("import");
+    assert_eq!(
+        import.to_host_vec::<u32>(&hooks).expect("copy"),
+        [0, 3, 1, 4, 2, 5]
+    );
+    import
+        .copy_from_host(&hooks, &[10u32, 13, 11, 14, 12, 15])
+        .expect("write");
+    let back: CudaTensor<CudaBuffer<u32>> = import
+        .into_tensor()
+        .reclaim()
+        .unwrap_or_else(|_| panic!("exported from a CudaTensor"));
+    let memory = stream.clone_dtoh(back.buffer().slice()).expect("download");
+    assert_eq!(memory, [10, 11, 12, 13, 14, 15]);
+}
+
+fn a_foreign_slice_reads_through_cudarc_and_never_frees(context: &Arc<CudaContext>) {
+    let stream = context.default_stream();
+    let hooks = CudaHooks::new(stream.clone()).expect("hooks");
+    let slice = stream.clone_htod(&[1i64, 2, 3, 4]).expect("upload");
+    let reversed = CudaTensor::strided(CudaBuffer::new(slice), &[4], &[-1], 3).expect("layout");
+    let import = CudaImport::new(
+        through_c(ManagedTensor::export(reversed).expect("export")),
+        &hooks,
+    )
+    .expect("import");
+    let view = import.device_view::<i64>().expect("view");
+    let span_start = view.byte_span().start;
+    {
+        let foreign = view.cudarc_slice(&stream).expect("cudarc slice");
+        assert_eq!(foreign.first_index(), 3);
+        assert_eq!(stream.clone_dtoh(&*foreign).expect("read"), [1, 2, 3, 4]);
+    }
+    // The memory is still allocated and still holds the data.
+    let info = hooks
+        .resolve(Device::cuda(0), span_start)
+        .expect("still known");
+    assert_eq!(info.kind, MemoryKind::Device);
+    assert_eq!(
+        import.to_host_vec::<i64>(&hooks).expect("copy"),
+        [4, 3, 2, 1]
+    );
+    drop(import);
+    context.check_err().expect("no double free recorded");
+}
+
+/// A host function that blocks its stream until the sender is used or dropped.
+unsafe extern "C" fn wait_for_release(data: *mut c_void) {
+    // SAFETY: `data` is the Box<Receiver<()>> leaked by the test, taken back once, here.
+    let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
+    let _ = receiver.recv_timeout(Duration::from_secs(30));
+}
+
+fn a_consumer_stream_waits_for_the_producer_stream(context: &Arc<CudaContext>) {
+    const N: usize = 1 << 20;
+    let producer_stream = context.new_stream().expect("stream A");
+    let consumer_stream = context.new_stream().expect("stream B");
+    // Everything that might block the host is done before stream A is blocked.
+    // SAFETY: written before use.
+    let mut source = unsafe { context.alloc_pinned::<u32>(N) }.expect("pinned source");
+    let values: Vec<u32> = (0..N as u32)
+        .map(|i| i.wrapping_mul(2_654_435_761))
+        .collect();
+    source
+        .as_mut_slice()
+        .expect("host access")
+        .copy_from_slice(&values);
+    // SAFETY: the consumer's copy writes it before it is read.
+    let mut destination = unsafe { context.alloc_pinned::<u32>(N) }.expect("pinned destination");
+    let destination_ptr = destination.as_mut_ptr().expect("host access");
+    let mut slice = producer_stream
+        .alloc_zeros::<u32>(N)
+        .expect("device memory");
+    producer_stream.synchronize().expect("zeroed");
+
+    // Block stream A, then queue the producer's write behind the block.
+    let (release, wait) = channel::<()>();
+    let wait = Box::into_raw(Box::new(wait)).cast::<c_void>();
+    // SAFETY: the host function takes back the box it is given and makes no CUDA call.
+    unsafe {
+        result::stream::launch_host_function(producer_stream.cu_stream(), wait_for_release, wait)
+    }
+    .expect("cuLaunchHostFunc");
+    producer_stream
+        .memcpy_htod(&source, &mut slice)
+        .expect("queue the write");
+    let tensor = ManagedTensor::export(CudaBuffer::new(slice)).expect("export");
+
+    // The consumer names its stream; the producer makes the data ready on it.
+    let producer = CudaHooks::new(producer_stream.clone()).expect("producer hooks");
+    let consumer = CudaHooks::new(consumer_stream.clone()).expect("consumer hooks");
+    let argument = consumer
+        .consumer_stream(tensor.device())
+        .expect("stream argument");
+    assert!(argument > 2, "a stream of its own: {argument}");
+    let request = parse_stream(tensor.device(), Some(argument)).expect("stream value");
+    producer
+        .make_ready(tensor.device(), request)
+        .expect("handshake");
+
+    // The consumer reads on its stream, asynchronously.
+    let import = CudaImport::new(through_c(tensor), &consumer).expect("import");
+    let src = import.device_view::<u32>().expect("view").device_ptr();
+    // SAFETY: both ranges hold N u32s; the destination stays alive until the event below has
+    // completed.
+    unsafe {
+        sys::cuMemcpyDtoHAsync_v2(
+            destination_ptr.cast(),
+            src,
+            N * size_of::<u32>(),
+            consumer_stream.cu_stream(),
+        )
+    }
+    .result()
+    .expect("queue the read");
+    let read = consumer_stream.record_event(None).expect("event");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        !read.is_complete(),
+        "the consumer's read finished while the producer's stream was still blocked"
+    );
+    release.send(()).expect("release stream A");
+    read.synchronize().expect("wait for the read");
+    let destination = destination.as_slice().expect("host access");
+    assert!(
+        destination == values.as_slice(),
+        "the consumer read what the producer wrote"
+    );
+}
+
+fn every_stream_value_is_served_on_a_real_device(context: &Arc<CudaContext>) {
+    let stream = context.new_stream().expect("stream");
+    let other = context.new_stream().expect("another stream");
+    let hooks = CudaHooks::new(stream.clone()).expect("hooks");
+    let device = Device::cuda(0);
+    let handle = other.cu_stream().addr() as i64;
+    for value in [None, Some(-1), Some(1), Some(2), Some(handle)] {
+        let request = parse_stream(device, value).expect("a valid stream value");
+        hooks.make_ready(device, request).expect("make_ready");
+    }
+    hooks
+        .make_ready(device, StreamRequest::Handle(stream.cu_stream().addr()))
+        .expect("our own stream");
+    hooks.wait_host(device).expect("wait_host");
+    assert!(
+        CudaHooks::new(stream.clone())
+            .expect("hooks")
+            .with_stream(other.clone())
+            .is_err(),
+        "two streams for one device"
+    );
+    other.synchronize().expect("the other stream");
+}

@@ -1,0 +1,150 @@
+//! The CUDA suite (`tests/suite`) on any machine, through the workspace's libcuda stand-in
+//! (`dlpack-cuda/test-driver`): cudarc's real dynamic loading, this crate's real driver calls,
+//! device memory the host cannot read, asynchronous streams. After every case the stand-in's
+//! live objects (allocations, streams, events) and its count of refused calls must be what they
+//! were before it: a leak, a double free or a call the driver refuses fails the case.
+//!
+//! The suite runs twice: with stream-ordered allocation (memory pools, what current GPUs
+//! offer), then, in a child process, without (`cuMemAlloc` and `cuMemFree`, what cudarc falls
+//! back to on drivers without pools).
+//!
+//! The stand-in is built with `cargo build -p dlpack-cuda-test-driver`, or taken from
+//! `DLPACK_CUDA_TEST_DRIVER` (a path). It is opened by its path before any driver call; its
+//! soname is `libcuda.so`, so cudarc's `dlopen("libcuda.so")` finds it already loaded.
+
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use dlpack_cuda::cudarc::driver::sys;
+use dlpack_cuda::{load_driver, open_device};
+use dlpack_testing::harness::{run_cases, test_args, workspace_cdylib};
+
+mod suite;
+
+const SUITE: &str = "dlpack-cuda suite on the libcuda stand-in";
+
+/// Set in the child process that runs the suite without memory pools.
+const NO_POOLS_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_POOLS";
+
+/// `LiveObjects` of the test driver (test-driver/src/lib.rs).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct LiveObjects {
+    device_allocations: u64,
+    pinned_allocations: u64,
+    managed_allocations: u64,
+    streams: u64,
+    events: u64,
+    context_retains: u64,
+    refused: u64,
+}
+
+/// The stand-in's test-support exports.
+struct Support {
+    live: unsafe extern "C" fn(*mut LiveObjects),
+    settle: extern "C" fn(),
+}
+
+impl Support {
+    /// Once every stream has run its work: the live objects and refusals.
+    fn settled(&self) -> LiveObjects {
+        (self.settle)();
+        let mut live = LiveObjects::default();
+        // SAFETY: `live` is a valid place for the struct the function writes.
+        unsafe { (self.live)(&mut live) };
+        live
+    }
+}
+
+fn main() -> ExitCode {
+    if cfg!(miri) {
+        println!("{SUITE}: did not run under Miri (it loads a shared library)");
+        return ExitCode::SUCCESS;
+    }
+    let path = match workspace_cdylib(
+        "dlpack-cuda-test-driver",
+        "dlpack_cuda_test_driver",
+        "DLPACK_CUDA_TEST_DRIVER",
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+    ) {
+        Ok(path) => path,
+        Err(why) => {
+            eprintln!("{SUITE}: FAILED: {why}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // SAFETY: the workspace's stand-in, whose initialisers only set up Rust statics.
+    let library = unsafe { libloading::Library::new(&path) }
+        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    let pools = std::env::var(NO_POOLS_VAR).as_deref() != Ok("0");
+    let mode = if pools {
+        "with memory pools"
+    } else {
+        "without memory pools"
+    };
+    let suite = format!("{SUITE}, {mode}");
+
+    load_driver().unwrap_or_else(|e| panic!("{suite}: the stand-in did not load: {e}"));
+    // SAFETY: `load_driver` succeeded, so cudarc has found a libcuda; looking a symbol up only
+    // reads its symbol table.
+    let cudarc_library = unsafe { sys::culib() };
+    // SAFETY: symbol lookups only; the types are those test-driver/src/lib.rs exports.
+    let support = unsafe {
+        assert!(
+            cudarc_library
+                .get::<unsafe extern "C" fn(*mut LiveObjects)>(b"dlpack_cuda_test_driver_live")
+                .is_ok(),
+            "cudarc loaded a libcuda other than the stand-in at {}",
+            path.display()
+        );
+        Support {
+            live: *library
+                .get(b"dlpack_cuda_test_driver_live")
+                .expect("dlpack_cuda_test_driver_live"),
+            settle: *library
+                .get(b"dlpack_cuda_test_driver_settle")
+                .expect("dlpack_cuda_test_driver_settle"),
+        }
+    };
+
+    let context = open_device(0).unwrap_or_else(|e| panic!("{suite}: device 0: {e}"));
+    let outcome = run_cases(
+        &suite,
+        &context,
+        suite::CASES,
+        &test_args(),
+        |name, case| {
+            let before = support.settled();
+            case();
+            if let Err(e) = context.check_err() {
+                panic!("{name}: the CUDA context recorded an error: {e:?}");
+            }
+            let after = support.settled();
+            assert_eq!(
+                after, before,
+                "{name}: the stand-in's live objects or refusals changed; expected every allocation, \
+             stream and event to be released and no call refused (refusals are printed above)"
+            );
+        },
+    );
+    let mut code = outcome.report(&suite);
+    if outcome.listed {
+        return code;
+    }
+
+    // The same cases without memory pools, in a process of their own (the stand-in reads the
+    // switch once).
+    if pools {
+        let status = Command::new(std::env::current_exe().expect("this test binary"))
+            .args(test_args())
+            .env(NO_POOLS_VAR, "0")
+            .env("DLPACK_CUDA_TEST_DRIVER", &path)
+            .status()
+            .expect("running this test binary again without memory pools");
+        if !status.success() {
+            code = ExitCode::FAILURE;
+        }
+    }
+    drop(library);
+    code
+}

@@ -21,8 +21,8 @@ use core::ffi::c_void;
 use core::ptr;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaStream, DriverError};
+use cudarc::driver::{result, sys};
 use dlpack_core::Error;
 
 /// The `runtime` named in [`Error::Runtime`] by this crate.
@@ -308,12 +308,20 @@ impl CudaDriver {
                 "device ordinal {ordinal} does not fit a CUDA device index (i32)"
             )));
         }
+        // cudarc makes the new context current on this thread; put back the thread's own.
+        let previous =
+            result::ctx::get_current().map_err(|e| driver_error("cuCtxGetCurrent", e))?;
         let context = CudaContext::new(ordinal).map_err(|e| {
             driver_error(
                 &format!("opening device {ordinal} (cuDeviceGet, cuDevicePrimaryCtxRetain)"),
                 e,
             )
-        })?;
+        });
+        // SAFETY: `previous` is NULL or the context that was current on this thread a moment
+        // ago, which this thread still holds.
+        unsafe { result::ctx::set_current(previous.unwrap_or(ptr::null_mut())) }
+            .map_err(|e| driver_error("cuCtxSetCurrent", e))?;
+        let context = context?;
         // Only reached for an ordinal the driver accepted, so the table stays small.
         if contexts.len() <= ordinal {
             contexts.resize(ordinal + 1, None);
@@ -322,10 +330,10 @@ impl CudaDriver {
         Ok(context)
     }
 
-    /// Makes the queue's context current on this thread.
-    fn bind(&self, queue: Queue<'_, Arc<CudaStream>>) -> Result<(), Error> {
-        let bound = match queue.stream {
-            Some(stream) => stream.context().bind_to_thread(),
+    /// Makes the queue's context current on this thread until the returned scope ends.
+    fn bind(&self, queue: Queue<'_, Arc<CudaStream>>) -> Result<ContextScope, Error> {
+        let context = match queue.stream {
+            Some(stream) => stream.context().clone(),
             None => {
                 let ordinal = usize::try_from(queue.ordinal).map_err(|_| {
                     runtime_error(format!(
@@ -333,10 +341,10 @@ impl CudaDriver {
                         queue.ordinal
                     ))
                 })?;
-                self.context(ordinal)?.bind_to_thread()
+                self.context(ordinal)?
             }
         };
-        bound.map_err(|e| driver_error("cuCtxSetCurrent", e))
+        ContextScope::enter(&context).map_err(|e| driver_error("cuCtxSetCurrent", e))
     }
 
     /// The raw stream of a queue.
@@ -399,6 +407,48 @@ impl CudaDriver {
     }
 }
 
+/// A context made current on this thread for a while: the previous one (or none) is current
+/// again when the scope ends.
+///
+/// The driver calls of this crate run on whatever thread asks: a consumer's thread in
+/// `__dlpack__`, and for the free of a [`CudaBuffer`](crate::CudaBuffer) the thread that runs the
+/// DLPack deleter, which DLPack lets be any thread. So the calls need their context current
+/// there, and must leave the thread's own choice of context (the CUDA runtime of PyTorch or
+/// CuPy reads it) as they found it. Not `Send`: it restores on the thread that entered it.
+#[derive(Debug)]
+pub(crate) struct ContextScope {
+    /// The context to make current again when the scope ends (NULL: none), if this scope
+    /// changed it.
+    restore: Option<sys::CUcontext>,
+}
+
+impl ContextScope {
+    /// Makes `context` current on this thread, if it is not already.
+    pub(crate) fn enter(context: &CudaContext) -> Result<ContextScope, DriverError> {
+        let target = context.cu_ctx();
+        let previous = result::ctx::get_current()?;
+        if previous == Some(target) {
+            return Ok(ContextScope { restore: None });
+        }
+        // SAFETY: `target` is the context of a live `CudaContext`, which holds it retained.
+        unsafe { result::ctx::set_current(target) }?;
+        Ok(ContextScope {
+            restore: Some(previous.unwrap_or(ptr::null_mut())),
+        })
+    }
+}
+
+impl Drop for ContextScope {
+    fn drop(&mut self) {
+        if let Some(previous) = self.restore {
+            // SAFETY: `previous` is NULL or the context that was current on this thread when the
+            // scope began, which this thread still holds (the scope is not `Send`). A failure
+            // leaves the scope's context current, which is what cudarc itself leaves behind.
+            let _ = unsafe { result::ctx::set_current(previous) };
+        }
+    }
+}
+
 /// A raw stream handle as the driver takes it. Stream handles are opaque values that the driver
 /// never lets Rust dereference, so they carry no provenance.
 fn stream_from_handle(handle: usize) -> sys::CUstream {
@@ -425,7 +475,7 @@ impl Driver for &'static CudaDriver {
             sys::CUresult::CUDA_SUCCESS => Ok(attributes),
             // The query wants a current context on some drivers: use device 0's and retry.
             sys::CUresult::CUDA_ERROR_INVALID_CONTEXT => {
-                self.bind(Queue {
+                let _current = self.bind(Queue {
                     ordinal: 0,
                     stream: None,
                 })?;
@@ -437,7 +487,7 @@ impl Driver for &'static CudaDriver {
     }
 
     fn create_event(&self, queue: Queue<'_, Arc<CudaStream>>) -> Result<sys::CUevent, Error> {
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         let mut event: sys::CUevent = ptr::null_mut();
         let flags = sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
         // SAFETY: a context is current; `event` is a valid place for the handle.
@@ -451,7 +501,7 @@ impl Driver for &'static CudaDriver {
         queue: Queue<'_, Arc<CudaStream>>,
         event: sys::CUevent,
     ) -> Result<(), Error> {
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         // SAFETY: `event` is live (created by `create_event` in this queue's context, not yet
         // destroyed) and the stream is this queue's, alive while `queue` borrows it.
         let result = unsafe { sys::cuEventRecord(event, CudaDriver::raw_stream(queue)) };
@@ -464,7 +514,7 @@ impl Driver for &'static CudaDriver {
         consumer: usize,
         event: sys::CUevent,
     ) -> Result<(), Error> {
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         // SAFETY: `event` is live. `consumer` is the stream the consumer named: 1 and 2 are the
         // current context's default streams, anything else is a stream handle that the
         // consumer vouches for, as the DLPack protocol has it (the driver may wait on an event
@@ -478,7 +528,7 @@ impl Driver for &'static CudaDriver {
         queue: Queue<'_, Arc<CudaStream>>,
         event: sys::CUevent,
     ) -> Result<(), Error> {
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         // SAFETY: `event` is live and destroyed once; the driver keeps the resources of an
         // event that a stream still waits on until the wait is over.
         let result = unsafe { sys::cuEventDestroy_v2(event) };
@@ -486,7 +536,7 @@ impl Driver for &'static CudaDriver {
     }
 
     fn synchronize(&self, queue: Queue<'_, Arc<CudaStream>>) -> Result<(), Error> {
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         sync_stream(CudaDriver::raw_stream(queue))
     }
 
@@ -499,7 +549,7 @@ impl Driver for &'static CudaDriver {
         if dst.is_empty() {
             return Ok(());
         }
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         let stream = CudaDriver::raw_stream(queue);
         let (to, bytes) = (dst.as_mut_ptr().cast(), dst.len());
         // SAFETY: `dst` is valid for writes of its length; the source is readable memory the
@@ -519,7 +569,7 @@ impl Driver for &'static CudaDriver {
         if src.is_empty() {
             return Ok(());
         }
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         let stream = CudaDriver::raw_stream(queue);
         let (from, bytes) = (src.as_ptr().cast(), src.len());
         // SAFETY: `src` is valid for reads of its length until the synchronisation below; the
@@ -540,7 +590,7 @@ impl Driver for &'static CudaDriver {
         if bytes == 0 {
             return Ok(());
         }
-        self.bind(queue)?;
+        let _current = self.bind(queue)?;
         let stream = CudaDriver::raw_stream(queue);
         let (to, from) = (dst as sys::CUdeviceptr, src as sys::CUdeviceptr);
         // SAFETY: both ranges are memory the driver knows, readable and writable as the caller

@@ -3,7 +3,7 @@
 //! [`CudaTensor`], any of them with a shape, strides and an offset.
 
 use core::fmt;
-use core::mem::size_of;
+use core::mem::{ManuallyDrop, size_of};
 use core::ptr::{self, NonNull};
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ use dlpack_core::{
     describe_buffer,
 };
 
-use crate::driver::{Driver, cuda_driver, driver_error, runtime_error};
+use crate::driver::{ContextScope, Driver, cuda_driver, driver_error, runtime_error};
 use crate::hooks::HookLogic;
 
 /// A cudarc device allocation as a DLPack buffer: `kDLCUDA` on the slice's device.
@@ -73,7 +73,8 @@ use crate::hooks::HookLogic;
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 pub struct CudaBuffer<T> {
-    slice: CudaSlice<T>,
+    /// Dropped in [`Drop`], with its context current.
+    slice: ManuallyDrop<CudaSlice<T>>,
     /// The device address of the first element (fixed for the slice's life).
     address: usize,
 }
@@ -89,7 +90,7 @@ impl<T: Element> CudaBuffer<T> {
         let (address, record) = slice.device_ptr_mut(&stream);
         drop(record);
         CudaBuffer {
-            slice,
+            slice: ManuallyDrop::new(slice),
             // 64-bit targets only (lib.rs): a CUdeviceptr fits usize.
             address: address as usize,
         }
@@ -107,7 +108,9 @@ impl<T: Element> CudaBuffer<T> {
 
     /// Unwraps the slice.
     pub fn into_slice(self) -> CudaSlice<T> {
-        self.slice
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again, so the slice is taken exactly once.
+        unsafe { ManuallyDrop::take(&mut this.slice) }
     }
 
     /// The stream the slice was allocated on (and is freed on).
@@ -129,6 +132,26 @@ impl<T> fmt::Debug for CudaBuffer<T> {
             .field("len", &self.slice.len())
             .finish()
     }
+}
+
+/// Frees the memory on the slice's stream with its context current on this thread, whichever
+/// thread that is (a DLPack deleter may run on any): cudarc frees a slice of the default stream
+/// on the *current* context's stream, which fails, leaking the memory and recording an error
+/// that stops every later call in the context, on a thread where no context is current. The
+/// thread's own current context is restored afterwards.
+impl<T> Drop for CudaBuffer<T> {
+    fn drop(&mut self) {
+        drop_in_context(&mut self.slice, |slice| slice.context());
+    }
+}
+
+/// Drops `slice` with `context_of(slice)` current on this thread, then restores the thread's
+/// previous context. If the context cannot be made current the slice is dropped anyway (cudarc
+/// then records the driver's error in the context).
+fn drop_in_context<S>(slice: &mut ManuallyDrop<S>, context_of: impl Fn(&S) -> &Arc<CudaContext>) {
+    let _current = ContextScope::enter(context_of(slice));
+    // SAFETY: called once, from the owner's `Drop`; the slice is not used afterwards.
+    unsafe { ManuallyDrop::drop(slice) };
 }
 
 // SAFETY: a CudaSlice is one device allocation of `len` elements (cudarc allocates whole slices;
@@ -201,7 +224,8 @@ unsafe impl<T: Element> Buffer for CudaBuffer<T> {
 /// `PinnedBuffer` copy, on the primary context of device 0 (of the tensor's device for
 /// `kDLCUDA`). An empty buffer keeps a one-element allocation.
 pub struct PinnedBuffer<T> {
-    slice: PinnedHostSlice<T>,
+    /// Dropped in [`Drop`], with its context current.
+    slice: ManuallyDrop<PinnedHostSlice<T>>,
     data: NonNull<T>,
     len: usize,
 }
@@ -223,7 +247,11 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
             .map_err(|e| driver_error("waiting for the pinned slice (cuEventSynchronize)", e))?;
         let data = NonNull::new(data)
             .ok_or_else(|| runtime_error("cudarc returned a NULL pinned host pointer"))?;
-        Ok(PinnedBuffer { slice, data, len })
+        Ok(PinnedBuffer {
+            slice: ManuallyDrop::new(slice),
+            data,
+            len,
+        })
     }
 
     /// The elements.
@@ -235,7 +263,9 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
 
     /// Unwraps the pinned slice.
     pub fn into_inner(self) -> PinnedHostSlice<T> {
-        self.slice
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again, so the slice is taken exactly once.
+        unsafe { ManuallyDrop::take(&mut this.slice) }
     }
 }
 
@@ -245,6 +275,14 @@ impl<T> fmt::Debug for PinnedBuffer<T> {
             .field("address", &self.data)
             .field("len", &self.len)
             .finish()
+    }
+}
+
+/// Frees the pinned memory with its context current on this thread, as [`CudaBuffer`] does,
+/// and restores the thread's own context afterwards (cudarc would leave its context current).
+impl<T> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        drop_in_context(&mut self.slice, |slice| slice.context());
     }
 }
 

@@ -32,6 +32,7 @@ pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
     a_foreign_slice_reads_through_cudarc_and_never_frees,
     a_consumer_stream_waits_for_the_producer_stream,
     every_stream_value_is_served_on_a_real_device,
+    a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none,
 ];
 
 /// The bytes of some elements, to compare values of any element type.
@@ -466,4 +467,42 @@ fn every_stream_value_is_served_on_a_real_device(context: &Arc<CudaContext>) {
         "two streams for one device"
     );
     other.synchronize().expect("the other stream");
+}
+
+/// The current context of this thread, if any.
+fn current_context() -> Option<sys::CUcontext> {
+    result::ctx::get_current().expect("cuCtxGetCurrent")
+}
+
+fn a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none(
+    context: &Arc<CudaContext>,
+) {
+    let stream = context.default_stream();
+    let device = CudaBuffer::new(stream.clone_htod(&[7u8; 300]).expect("upload"));
+    let device = ManagedTensor::export(device).expect("export");
+    // SAFETY: written below before it is read.
+    let mut pinned = unsafe { context.alloc_pinned::<u8>(300) }.expect("pinned memory");
+    pinned
+        .as_mut_slice()
+        .expect("host access")
+        .copy_from_slice(&[7; 300]);
+    let pinned = ManagedTensor::export(PinnedBuffer::new(pinned).expect("wrap")).expect("export");
+    // A consumer's thread that never used CUDA runs the deleters (dropping a ManagedTensor is
+    // calling its deleter).
+    std::thread::spawn(move || {
+        assert_eq!(current_context(), None, "a fresh thread");
+        drop(device);
+        drop(pinned);
+        assert_eq!(
+            current_context(),
+            None,
+            "the deleters left a context current on the consumer's thread"
+        );
+    })
+    .join()
+    .expect("the deleting thread");
+    stream.synchronize().expect("the frees");
+    context
+        .check_err()
+        .expect("the frees failed (cudarc recorded the driver's error)");
 }

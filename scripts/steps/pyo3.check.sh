@@ -18,6 +18,18 @@ fi
 DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest -q -p no:cacheprovider \
     "$ROOT/dlpack-pyo3/tests/python"
 
+# The CUDA path of the module (Rust CUDA tensors out to Python and back, the stream argument,
+# NumPy's copy to the host, device claims the driver refutes, deleters on other threads)
+# through the workspace's libcuda stand-in, on any machine. A pytest process of its own: with
+# the stand-in loaded, a real libcuda is never used.
+step "dlpack-pyo3 CUDA tests through the libcuda stand-in (dlpack-cuda/test-driver)"
+quietly "build the libcuda stand-in (cargo build -p dlpack-cuda-test-driver)" \
+    cargo build -p dlpack-cuda-test-driver
+pyo3_stand_in="$pyo3_target/debug/libdlpack_cuda_test_driver.so"
+[[ -f "$pyo3_stand_in" ]] || die "cargo build -p dlpack-cuda-test-driver produced no $pyo3_stand_in"
+DLPACK_CUDA_TEST_DRIVER="$pyo3_stand_in" DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest \
+    -q -p no:cacheprovider "$ROOT/dlpack-pyo3/tests/python-stand-in"
+
 # The CUDA tests with PyTorch and CuPy: only with DLPACK_TEST_CUDA=1 (on a GPU machine, where
 # they must pass); otherwise one test runs (the CUDA importer's refusals without a driver) and
 # pytest prints why the others did not (-rs).

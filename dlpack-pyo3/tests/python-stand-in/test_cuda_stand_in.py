@@ -1,0 +1,109 @@
+"""Rust CUDA tensors and the Python protocol, through the libcuda stand-in: pointer identity,
+values, the stream argument's rules, NumPy's copy to the host, and device claims that the
+driver refutes."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+from conftest import STAND_IN, live
+
+VALUES = [float(i) for i in range(12)]
+
+
+def test_the_extension_uses_the_stand_in(m):
+    before = live()["device_allocations"]
+    t, _ = m.cuda_f32(VALUES, [12])
+    assert live()["device_allocations"] == before + 1
+    del t
+    assert live()["device_allocations"] == before
+
+
+def test_a_rust_cuda_tensor_crosses_python_and_back_without_a_copy(m):
+    t, address = m.cuda_f32(VALUES, [3, 4])
+    assert t.__dlpack_device__() == (2, 0)
+    r = m.cuda_import_report(t)
+    assert r["data_ptr"] == address
+    assert r["device"] == (2, 0)
+    assert r["kind"] == "Device"
+    assert (r["shape"], r["strides"], r["dtype"]) == ([3, 4], [4, 1], "float32")
+    assert r["values"] == VALUES
+
+
+def test_stream_values_follow_the_standard(m):
+    t, _ = m.cuda_f32(VALUES, [12])
+    for stream in (None, -1, 1, 2):
+        capsule = t.__dlpack__(stream=stream)
+        assert type(capsule).__name__ == "PyCapsule"
+    for stream in (0, -2):
+        with pytest.raises(ValueError, match=f"stream={stream} is not valid for cuda:0"):
+            t.__dlpack__(stream=stream)
+
+
+def test_a_consumer_stream_handle_gets_an_event_wait(m):
+    """A stream of the consumer's own (a handle > 2): the producer records an event on its
+    stream and makes the consumer's wait on it; the event is released afterwards (the
+    fixture's check)."""
+    context = ctypes.c_void_p()
+    stream = ctypes.c_void_p()
+    assert STAND_IN.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+    assert STAND_IN.cuCtxSetCurrent(context) == 0
+    assert STAND_IN.cuStreamCreate(ctypes.byref(stream), 1) == 0
+    try:
+        t, _ = m.cuda_f32(VALUES, [12])
+        events_before = live()["events"]
+        capsule = t.__dlpack__(stream=stream.value)
+        assert type(capsule).__name__ == "PyCapsule"
+        assert live()["events"] == events_before
+        assert STAND_IN.cuStreamSynchronize(stream) == 0
+    finally:
+        assert STAND_IN.cuStreamDestroy_v2(stream) == 0
+        assert STAND_IN.cuCtxSetCurrent(None) == 0
+        assert STAND_IN.cuDevicePrimaryCtxRelease_v2(0) == 0
+
+
+def test_numpy_copies_to_the_host_when_asked_and_refuses_otherwise(m):
+    t, _ = m.cuda_f32(VALUES, [3, 4])
+    a = np.from_dlpack(t, device="cpu")
+    np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32).reshape(3, 4))
+    # Without device="cpu" NumPy takes the capsule, sees cuda:0 and gives it back (deleted:
+    # the fixture's check).
+    with pytest.raises(RuntimeError, match="Unsupported device"):
+        np.from_dlpack(t)
+    with pytest.raises(BufferError, match="copy=False"):
+        t.__dlpack__(dl_device=(1, 0), copy=False)
+    with pytest.raises(BufferError, match="no device hook offers"):
+        t.__dlpack__(copy=True)
+
+
+def test_host_memory_claimed_as_cuda_is_refused_by_the_driver(m):
+    made, freed = m.counters()
+    liar = m.from_bytes(bytes(16), (2, 32, 1), [4], device=(2, 0))
+    # The producer has no CUDA hooks, so it cannot honour a stream: the consumer's stream
+    # request is refused by the producer...
+    with pytest.raises(BufferError, match="no device hook handles cuda:0"):
+        m.cuda_import_report(liar)
+    # ...and the bare tensor (stream=-1: no synchronisation) is refused by the driver, which
+    # does not know the address.
+    with pytest.raises(BufferError, match="cuda:0") as info:
+        m.cuda_import_report(liar.__dlpack__(stream=-1))
+    assert "does not know the data pointer" in str(info.value)
+    del liar
+    assert m.counters() == (made + 1, freed + 1), "every refused tensor is deleted"
+
+
+def test_a_deleter_on_a_thread_without_a_context_frees(m):
+    """DLPack deleters may run on any thread: the Rust CUDA tensor is freed on one that never
+    used CUDA (the stand-in refuses a free without a current context, and the fixture checks
+    that nothing is left)."""
+    import threading
+
+    t, _ = m.cuda_f32(VALUES, [12])
+    capsule = t.__dlpack__(stream=-1)
+    del t
+    holder = [capsule]
+    del capsule
+    thread = threading.Thread(target=holder.clear)
+    thread.start()
+    thread.join()

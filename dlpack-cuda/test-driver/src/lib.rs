@@ -584,6 +584,25 @@ fn queue_copy(stream: &Stream, src: Place, dst: Place, len: usize) -> Outcome {
     }))
 }
 
+/// Allocates `bytes` of `kind` and writes what `value` makes of its address through `out`.
+/// Nothing is allocated when `out` is NULL.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of `T`.
+unsafe fn allocate_into<T>(
+    kind: Kind,
+    bytes: usize,
+    out: *mut T,
+    value: impl FnOnce(usize) -> T,
+) -> Outcome {
+    if out.is_null() {
+        return Err(invalid("a NULL output pointer"));
+    }
+    let at = state()?.allocate(kind, bytes)?;
+    // SAFETY: `out` is not NULL, and valid for a write (the caller's contract).
+    unsafe { put(out, value(at)) }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Initialisation, errors, devices and contexts.
 
@@ -1074,12 +1093,8 @@ pub extern "C" fn cuEventDestroy_v2(event: CUevent) -> CUresult {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemAlloc_v2(address: *mut CUdeviceptr, bytes: usize) -> CUresult {
     entry("cuMemAlloc_v2", || {
-        let mut state = state()?;
-        let at = state.allocate(Kind::Device, bytes)?;
         // SAFETY: the caller's contract.
-        unsafe { put(address, at as CUdeviceptr) }.inspect_err(|_| {
-            state.allocations.remove(&at);
-        })
+        unsafe { allocate_into(Kind::Device, bytes, address, |at| at as CUdeviceptr) }
     })
 }
 
@@ -1094,19 +1109,18 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     stream: CUstream,
 ) -> CUresult {
     entry("cuMemAllocAsync", || {
-        let mut state = state()?;
-        if !state.memory_pools {
-            return Err(refuse(
-                CUresult::CUDA_ERROR_NOT_SUPPORTED,
-                "memory pools are switched off (DLPACK_CUDA_TEST_DRIVER_POOLS=0)",
-            ));
+        {
+            let mut state = state()?;
+            if !state.memory_pools {
+                return Err(refuse(
+                    CUresult::CUDA_ERROR_NOT_SUPPORTED,
+                    "memory pools are switched off (DLPACK_CUDA_TEST_DRIVER_POOLS=0)",
+                ));
+            }
+            state.stream(stream)?;
         }
-        state.stream(stream)?;
-        let at = state.allocate(Kind::Device, bytes)?;
         // SAFETY: the caller's contract.
-        unsafe { put(address, at as CUdeviceptr) }.inspect_err(|_| {
-            state.allocations.remove(&at);
-        })
+        unsafe { allocate_into(Kind::Device, bytes, address, |at| at as CUdeviceptr) }
     })
 }
 
@@ -1124,12 +1138,8 @@ pub unsafe extern "C" fn cuMemAllocManaged(
         if flags != 1 && flags != 2 {
             return Err(invalid(format!("managed memory flags {flags}")));
         }
-        let mut state = state()?;
-        let at = state.allocate(Kind::Managed, bytes)?;
         // SAFETY: the caller's contract.
-        unsafe { put(address, at as CUdeviceptr) }.inspect_err(|_| {
-            state.allocations.remove(&at);
-        })
+        unsafe { allocate_into(Kind::Managed, bytes, address, |at| at as CUdeviceptr) }
     })
 }
 
@@ -1147,13 +1157,16 @@ pub unsafe extern "C" fn cuMemHostAlloc(
         if flags & !0x7 != 0 {
             return Err(invalid(format!("host allocation flags {flags:#x}")));
         }
-        let mut state = state()?;
-        let at = state.allocate(Kind::Pinned, bytes)?;
-        let pointer = state.allocations[&at].backing.ptr.as_ptr().cast();
-        // SAFETY: the caller's contract.
-        unsafe { put(address, pointer) }.inspect_err(|_| {
-            state.allocations.remove(&at);
-        })
+        // SAFETY: the caller's contract. The address is the backing's, whose provenance
+        // `allocate` exposed.
+        unsafe {
+            allocate_into(
+                Kind::Pinned,
+                bytes,
+                address,
+                ptr::with_exposed_provenance_mut,
+            )
+        }
     })
 }
 

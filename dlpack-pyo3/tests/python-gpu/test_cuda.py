@@ -69,7 +69,8 @@ def test_cupy_both_ways_without_a_copy(m, cupy):
 def test_managed_memory_is_detected_from_the_pointer(m, cupy):
     """CuPy's array over managed memory: whatever device type CuPy claims for it (kDLCUDA or
     kDLCUDAManaged), the driver's pointer attributes say managed, and the claim is accepted."""
-    managed = cupy.cuda.MemoryPointer(cupy.cuda.malloc_managed(48), 0)
+    # malloc_managed returns a MemoryPointer (over a ManagedMemory) already.
+    managed = cupy.cuda.malloc_managed(48)
     array = cupy.ndarray((12,), dtype=cupy.float32, memptr=managed)
     array[...] = cupy.arange(12, dtype=cupy.float32)
     r = m.cuda_import_report(array)

@@ -436,6 +436,15 @@ impl ContextScope {
             restore: Some(previous.unwrap_or(ptr::null_mut())),
         })
     }
+
+    /// Keeps this thread's current context (or none): whatever the scope's calls make current,
+    /// this one is current again when the scope ends.
+    pub(crate) fn preserve() -> Result<ContextScope, DriverError> {
+        let previous = result::ctx::get_current()?;
+        Ok(ContextScope {
+            restore: Some(previous.unwrap_or(ptr::null_mut())),
+        })
+    }
 }
 
 impl Drop for ContextScope {

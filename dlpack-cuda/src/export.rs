@@ -8,8 +8,8 @@ use core::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use cudarc::driver::{
-    CudaContext, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, PinnedHostSlice, UnifiedSlice,
-    ValidAsZeroBits,
+    CudaContext, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, DriverError, PinnedHostSlice,
+    UnifiedSlice, ValidAsZeroBits,
 };
 use dlpack_core::{
     Buffer, CheckedTensor, Device, DeviceHooks, DeviceType, Element, Error, Export, ExportDesc,
@@ -141,15 +141,16 @@ impl<T> fmt::Debug for CudaBuffer<T> {
 /// thread's own current context is restored afterwards.
 impl<T> Drop for CudaBuffer<T> {
     fn drop(&mut self) {
-        drop_in_context(&mut self.slice, |slice| slice.context());
+        let scope = ContextScope::enter(self.slice.context());
+        drop_within(&mut self.slice, scope);
     }
 }
 
-/// Drops `slice` with `context_of(slice)` current on this thread, then restores the thread's
-/// previous context. If the context cannot be made current the slice is dropped anyway (cudarc
-/// then records the driver's error in the context).
-fn drop_in_context<S>(slice: &mut ManuallyDrop<S>, context_of: impl Fn(&S) -> &Arc<CudaContext>) {
-    let _current = ContextScope::enter(context_of(slice));
+/// Drops `slice` inside `scope`, which restores the thread's context afterwards. Without a scope
+/// (the driver refused `cuCtxGetCurrent` or `cuCtxSetCurrent`) the slice is dropped anyway, and
+/// cudarc records the driver's error in the context.
+fn drop_within<S>(slice: &mut ManuallyDrop<S>, scope: Result<ContextScope, DriverError>) {
+    let _scope = scope;
     // SAFETY: called once, from the owner's `Drop`; the slice is not used afterwards.
     unsafe { ManuallyDrop::drop(slice) };
 }
@@ -282,7 +283,8 @@ impl<T> fmt::Debug for PinnedBuffer<T> {
 /// and restores the thread's own context afterwards (cudarc would leave its context current).
 impl<T> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
-        drop_in_context(&mut self.slice, |slice| slice.context());
+        let scope = ContextScope::enter(self.slice.context());
+        drop_within(&mut self.slice, scope);
     }
 }
 
@@ -329,7 +331,8 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for PinnedBuffer<T
 /// allocating with `CU_MEM_ATTACH_GLOBAL` on device 0 (on the tensor's device for `kDLCUDA`).
 /// An empty buffer keeps a one-element allocation.
 pub struct ManagedBuffer<T> {
-    slice: UnifiedSlice<T>,
+    /// Dropped in [`Drop`], keeping the thread's context.
+    slice: ManuallyDrop<UnifiedSlice<T>>,
     data: NonNull<T>,
     len: usize,
 }
@@ -352,7 +355,11 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> ManagedBuffer<T> {
             .as_mut_ptr();
         let data = NonNull::new(data)
             .ok_or_else(|| runtime_error("cudarc returned a NULL managed pointer"))?;
-        Ok(ManagedBuffer { slice, data, len })
+        Ok(ManagedBuffer {
+            slice: ManuallyDrop::new(slice),
+            data,
+            len,
+        })
     }
 
     /// The elements. Call [`DeviceHooks::wait_host`] first if a GPU may still be writing them.
@@ -365,7 +372,9 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> ManagedBuffer<T> {
 
     /// Unwraps the managed slice.
     pub fn into_inner(self) -> UnifiedSlice<T> {
-        self.slice
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again, so the slice is taken exactly once.
+        unsafe { ManuallyDrop::take(&mut this.slice) }
     }
 }
 
@@ -375,6 +384,15 @@ impl<T> fmt::Debug for ManagedBuffer<T> {
             .field("address", &self.data)
             .field("len", &self.len)
             .finish()
+    }
+}
+
+/// Frees the managed memory and restores the thread's own context afterwards: cudarc makes the
+/// slice's context current to free it (and would leave it current on the deleter's thread).
+impl<T> Drop for ManagedBuffer<T> {
+    fn drop(&mut self) {
+        let scope = ContextScope::preserve();
+        drop_within(&mut self.slice, scope);
     }
 }
 

@@ -487,12 +487,21 @@ fn a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none(
         .expect("host access")
         .copy_from_slice(&[7; 300]);
     let pinned = ManagedTensor::export(PinnedBuffer::new(pinned).expect("wrap")).expect("export");
+    // SAFETY: written below before it is read.
+    let mut managed = unsafe { context.alloc_unified::<u8>(300, true) }.expect("managed memory");
+    managed
+        .as_mut_slice()
+        .expect("host access")
+        .copy_from_slice(&[7; 300]);
+    let managed =
+        ManagedTensor::export(ManagedBuffer::new(managed).expect("wrap")).expect("export");
     // A consumer's thread that never used CUDA runs the deleters (dropping a ManagedTensor is
     // calling its deleter).
     std::thread::spawn(move || {
         assert_eq!(current_context(), None, "a fresh thread");
         drop(device);
         drop(pinned);
+        drop(managed);
         assert_eq!(
             current_context(),
             None,

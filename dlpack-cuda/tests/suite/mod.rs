@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use dlpack_core::protocol::{StreamRequest, parse_stream};
 use dlpack_core::{
-    Buffer, DataType, Device, DeviceHooks, DeviceType, Element, Error, Export, ExportDesc, Flags,
-    ManagedTensor, MemoryKind,
+    Buffer, DLPack, DataType, Device, DeviceHooks, DeviceType, Element, Error, Export, ExportDesc,
+    Flags, ManagedTensor, MemoryKind,
 };
 use dlpack_cuda::cudarc::driver::{CudaContext, result, sys};
 use dlpack_cuda::{CudaBuffer, CudaHooks, CudaImport, CudaTensor, ManagedBuffer, PinnedBuffer};
@@ -33,6 +33,7 @@ pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
     a_consumer_stream_waits_for_the_producer_stream,
     every_stream_value_is_served_on_a_real_device,
     a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none,
+    a_derived_struct_with_a_device_buffer_exports_and_imports,
 ];
 
 /// The bytes of some elements, to compare values of any element type.
@@ -514,4 +515,76 @@ fn a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none(
     context
         .check_err()
         .expect("the frees failed (cudarc recorded the driver's error)");
+}
+
+/// A user's tensor struct whose data lives in device memory.
+#[derive(DLPack)]
+struct DeviceImage {
+    #[dlpack(data)]
+    pixels: CudaBuffer<u16>,
+    #[dlpack(shape)]
+    size: [usize; 2],
+    label: String,
+}
+
+/// The same on the host, as another producer.
+#[derive(DLPack)]
+struct HostImage {
+    #[dlpack(data)]
+    pixels: Vec<u16>,
+    #[dlpack(shape)]
+    size: [usize; 2],
+}
+
+fn a_derived_struct_with_a_device_buffer_exports_and_imports(context: &Arc<CudaContext>) {
+    let stream = context.default_stream();
+    let hooks = CudaHooks::new(stream.clone()).expect("hooks");
+    let pixels = CudaBuffer::new(stream.clone_htod(&[1u16, 2, 3, 4, 5, 6]).expect("upload"));
+    let address = pixels.device_address();
+    let image = DeviceImage {
+        pixels,
+        size: [2, 3],
+        label: "six".into(),
+    };
+    let tensor = through_c(ManagedTensor::export(image).expect("export"));
+    assert_eq!(
+        (tensor.device(), tensor.shape(), tensor.dtype()),
+        (Device::cuda(0), &[2, 3][..], u16::DTYPE)
+    );
+    assert_eq!(
+        tensor.to_host_vec::<u16>(&hooks).expect("copy"),
+        [1, 2, 3, 4, 5, 6]
+    );
+    // Its own export comes back as the same struct, without a copy.
+    let image = DeviceImage::try_from(tensor).expect("reclaim");
+    assert_eq!(
+        (image.pixels.device_address(), image.label.as_str()),
+        (address, "six")
+    );
+
+    // Another producer's tensors are copied to the device: a host one, and a transposed device
+    // one (gathered into row-major order).
+    let host = ManagedTensor::export(HostImage {
+        pixels: vec![10, 11, 12, 13, 14, 15],
+        size: [3, 2],
+    })
+    .expect("export");
+    let copied = DeviceImage::try_from(host).expect("host -> device");
+    assert_eq!((copied.size, copied.label.as_str()), ([3, 2], ""));
+    let back = ManagedTensor::export(copied).expect("export");
+    assert_eq!(
+        back.to_host_vec::<u16>(&hooks).expect("copy"),
+        [10, 11, 12, 13, 14, 15]
+    );
+    let transposed = CudaTensor::strided(image.pixels, &[3, 2], &[1, 3], 0).expect("layout");
+    let copied = DeviceImage::try_from(through_c(
+        ManagedTensor::export(transposed).expect("export"),
+    ))
+    .expect("device -> device");
+    assert_ne!(copied.pixels.device_address(), address, "a copy");
+    let back = ManagedTensor::export(copied).expect("export");
+    assert_eq!(
+        back.to_host_vec::<u16>(&hooks).expect("copy"),
+        [1, 4, 2, 5, 3, 6]
+    );
 }

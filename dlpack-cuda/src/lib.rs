@@ -88,6 +88,12 @@
 //!   freed on the producer's stream.
 //! - Strided device tensors are gathered through the host (one copy of the reachable span), as
 //!   no kernels ship with this crate.
+//! - A span is checked against the range `cuPointerGetAttributes` reports for the tensor's
+//!   first byte. The driver documents that range as the mappable address range the pointer
+//!   belongs to, so for memory of the stream-ordered allocator (memory pools, what PyTorch,
+//!   CuPy and cudarc use on current GPUs) it may be the pool's reservation rather than the one
+//!   allocation: a span that overruns its allocation but stays inside the pool is then not
+//!   caught. (What the driver reports there is among what the GPU suite has yet to show.)
 //!
 //! # Status of the GPU tests
 //!

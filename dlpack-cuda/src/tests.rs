@@ -174,6 +174,18 @@ fn managed_memory_verifies_as_cuda_managed_and_becomes_host_readable() {
 }
 
 #[test]
+fn managed_memory_reported_as_host_memory_is_still_managed() {
+    // Drivers differ in the memory type they report for managed memory (device on most systems,
+    // host on some: open-mpi/ompi#6799, intel/llvm#4181); IS_MANAGED decides.
+    let fake = Fake::new();
+    let address = fake.alloc(8, memory_type::HOST, true, 0);
+    let mut tensor = Claim::new::<u8>(fake.pointer(address), CUDA_MANAGED, &[8]).tensor();
+    let info = tensor.verify_device(&hooks(&fake, &[])).unwrap().unwrap();
+    assert_eq!(info.kind, MemoryKind::Managed);
+    assert!(tensor.is_host_accessible());
+}
+
+#[test]
 fn managed_memory_may_be_claimed_as_cuda_device_memory() {
     let fake = Fake::new();
     let address = fake.alloc(8, memory_type::UNIFIED, false, 2);

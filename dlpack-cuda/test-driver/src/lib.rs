@@ -843,8 +843,8 @@ impl Answer {
 }
 
 /// `cuPointerGetAttributes`: memory type, managed or not, device, context, device pointer and
-/// range of any byte of a live allocation; zeros for an address this driver did not allocate
-/// (the real driver's answer for pageable memory). Other attributes are refused, so that a new
+/// range of any byte of a live allocation; for an address this driver did not allocate, zeros
+/// and the device ordinal -2 (the real driver's answer for pageable memory). Other attributes are refused, so that a new
 /// question shows up.
 ///
 /// # Safety
@@ -875,8 +875,10 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
                 (ATTRIBUTE_IS_MANAGED, found) => Answer::U32(u32::from(
                     found.is_some_and(|(_, a)| a.kind == Kind::Managed),
                 )),
+                // -2 (CU_DEVICE_INVALID) for an unknown pointer, as the real driver answers
+                // (NVIDIA/cuda-python#1336).
                 (ATTRIBUTE_DEVICE_ORDINAL, found) => {
-                    Answer::Int(found.map_or(0, |(_, a)| a.ordinal))
+                    Answer::Int(found.map_or(-2, |(_, a)| a.ordinal))
                 }
                 (ATTRIBUTE_CONTEXT, found) => Answer::Handle(
                     found.map_or(0, |(_, a)| CONTEXT_BASE + a.ordinal as usize * CONTEXT_STEP),

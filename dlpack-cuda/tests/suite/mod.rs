@@ -285,8 +285,10 @@ fn false_device_claims_are_refused_by_the_real_driver(context: &Arc<CudaContext>
             })
         );
     }
-    // Two elements 4 GiB apart: far beyond a 1 KiB allocation, whatever the allocator rounds.
-    let err = claim(Device::cuda(0), &[2], &[1 << 30]).unwrap_err();
+    // Two elements 1 TiB apart: beyond the 1 KiB allocation, and beyond the range the driver
+    // may report for memory of the stream-ordered allocator (its pool's reservation rather than
+    // the allocation: the range is documented as "the mappable address range").
+    let err = claim(Device::cuda(0), &[2], &[1 << 38]).unwrap_err();
     assert!(
         matches!(err, Error::SpanOutsideAllocation { .. }),
         "{err:?}"

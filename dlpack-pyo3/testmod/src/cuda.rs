@@ -1,6 +1,7 @@
 //! The CUDA part of the test module (feature `cuda`): Rust CUDA tensors for Python, and the CUDA
 //! importer of `dlpack_pyo3::cuda`, reporting what it received. Run by
-//! `dlpack-pyo3/tests/python-gpu` (against PyTorch and CuPy, behind `DLPACK_TEST_CUDA=1`).
+//! `dlpack-pyo3/tests/python-gpu` (against PyTorch and CuPy, behind `DLPACK_TEST_CUDA=1`) and
+//! `dlpack-pyo3/tests/python-stand-in` (through the libcuda stand-in, on any machine).
 
 use std::sync::{Arc, OnceLock};
 

@@ -21,7 +21,8 @@
 //! - a `#[derive(DLPack)]` struct crossing into Python and back (`derived_image`,
 //!   `to_derived_image`);
 //! - with the feature `cuda`: float32 tensors on CUDA device 0 (`cuda_f32`) and the CUDA
-//!   importer of `dlpack_pyo3::cuda` (`cuda_import_report`, `cuda_import_address`), for `dlpack-pyo3/tests/python-gpu`;
+//!   importer of `dlpack_pyo3::cuda` (`cuda_import_report`, `cuda_import_address`), for
+//!   `dlpack-pyo3/tests/python-gpu` and `dlpack-pyo3/tests/python-stand-in`;
 //! - a deliberate leak (`leak_one_export`), which the valgrind step of
 //!   `scripts/steps/pyo3.check.sh` must find, to prove that it finds leaks.
 

@@ -75,8 +75,9 @@ use CUresult::{
 const DEVICE_ALIGN: usize = 512;
 /// Alignment of pinned and managed allocations (a page, as the real driver gives).
 const HOST_ALIGN: usize = 4096;
-/// The size of the address range reserved for device memory (address space only).
-const DEVICE_RANGE: usize = 1 << 36;
+/// The sizes tried, largest first, for the address range reserved for device memory (address
+/// space only; valgrind, for one, grants less than 64 GiB).
+const DEVICE_RANGES: [usize; 4] = [1 << 36, 1 << 34, 1 << 32, 1 << 30];
 /// The largest single allocation this library makes.
 const MAX_ALLOCATION: usize = 1 << 32;
 /// The primary context of device `n` has the handle `CONTEXT_BASE + n * CONTEXT_STEP`.
@@ -485,25 +486,27 @@ impl State {
     /// Reserves device addresses for `size` bytes.
     fn device_address(&mut self, size: usize) -> Result<usize, Refusal> {
         if self.device_range.0 == 0 {
-            // SAFETY: an anonymous private mapping with no access rights: address space only.
-            let base = unsafe {
-                libc::mmap(
-                    ptr::null_mut(),
-                    DEVICE_RANGE,
-                    libc::PROT_NONE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                    -1,
-                    0,
-                )
-            };
-            if base == libc::MAP_FAILED {
-                return Err(refuse(
+            let reserved = DEVICE_RANGES.iter().find_map(|&size| {
+                // SAFETY: an anonymous private mapping with no access rights: address space only.
+                let base = unsafe {
+                    libc::mmap(
+                        ptr::null_mut(),
+                        size,
+                        libc::PROT_NONE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                        -1,
+                        0,
+                    )
+                };
+                (base != libc::MAP_FAILED).then(|| (base.addr(), size))
+            });
+            let (base, size) = reserved.ok_or_else(|| {
+                refuse(
                     CUDA_ERROR_OUT_OF_MEMORY,
-                    "cannot reserve the device address range",
-                ));
-            }
-            let base = base.addr();
-            self.device_range = (base, base + DEVICE_RANGE);
+                    "cannot reserve an address range for device memory",
+                )
+            })?;
+            self.device_range = (base, base + size);
             self.next_device_address = base.next_multiple_of(DEVICE_ALIGN);
         }
         let address = self.next_device_address;

@@ -15,7 +15,7 @@
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
-use dlpack_cuda::cudarc::driver::sys;
+use dlpack_cuda::cudarc::driver::{CudaContext, sys};
 use dlpack_cuda::{load_driver, open_device};
 use dlpack_testing::harness::{run_cases, test_args, workspace_cdylib};
 
@@ -108,6 +108,12 @@ fn main() -> ExitCode {
     };
 
     let context = open_device(0).unwrap_or_else(|e| panic!("{suite}: device 0: {e}"));
+    // Every device's primary context is retained once for the process, on first use: before
+    // the first case's count of live objects.
+    let devices = CudaContext::device_count().expect("cuDeviceGetCount");
+    for ordinal in 1..devices as usize {
+        open_device(ordinal).unwrap_or_else(|e| panic!("{suite}: device {ordinal}: {e}"));
+    }
     let outcome = run_cases(
         &suite,
         &context,

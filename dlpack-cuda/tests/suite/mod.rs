@@ -15,7 +15,9 @@ use dlpack_core::{
     Flags, ManagedTensor, MemoryKind,
 };
 use dlpack_cuda::cudarc::driver::{CudaContext, result, sys};
-use dlpack_cuda::{CudaBuffer, CudaHooks, CudaImport, CudaTensor, ManagedBuffer, PinnedBuffer};
+use dlpack_cuda::{
+    CudaBuffer, CudaHooks, CudaImport, CudaTensor, ManagedBuffer, PinnedBuffer, open_device,
+};
 
 use dlpack_testing::harness::{Case, cases};
 
@@ -34,6 +36,7 @@ pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
     every_stream_value_is_served_on_a_real_device,
     a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none,
     a_derived_struct_with_a_device_buffer_exports_and_imports,
+    two_devices_keep_their_own_contexts_streams_and_claims,
 ];
 
 /// The bytes of some elements, to compare values of any element type.
@@ -589,4 +592,71 @@ fn a_derived_struct_with_a_device_buffer_exports_and_imports(context: &Arc<CudaC
         back.to_host_vec::<u16>(&hooks).expect("copy"),
         [1, 4, 2, 5, 3, 6]
     );
+}
+
+/// Needs two devices: on a machine with one it prints that it did not run (the libcuda stand-in
+/// has two).
+fn two_devices_keep_their_own_contexts_streams_and_claims(context: &Arc<CudaContext>) {
+    let devices = CudaContext::device_count().expect("cuDeviceGetCount");
+    if devices < 2 {
+        println!("    (one CUDA device: this two-device case did not run)");
+        return;
+    }
+    let second = open_device(1).expect("device 1");
+    let (s0, s1) = (
+        context.new_stream().expect("stream on 0"),
+        second.new_stream().expect("stream on 1"),
+    );
+    let hooks = CudaHooks::new(s0.clone())
+        .and_then(|h| h.with_stream(s1.clone()))
+        .expect("hooks for two devices");
+    assert_eq!(
+        hooks.consumer_stream(Device::cuda(1)),
+        Ok(s1.cu_stream().addr() as i64)
+    );
+    assert_eq!(
+        hooks.consumer_stream(Device::cuda(0)),
+        Ok(s0.cu_stream().addr() as i64)
+    );
+
+    let buffer = CudaBuffer::new(s1.clone_htod(&[1.5f32, 2.5, 3.5]).expect("upload on 1"));
+    let address = buffer.device_address();
+    let tensor = through_c(ManagedTensor::export(buffer).expect("export"));
+    assert_eq!(tensor.device(), Device::cuda(1));
+    // The producer side of a handshake on device 1: its event is made and recorded in device
+    // 1's context (the driver refuses an event recorded on another device's stream).
+    let consumer = second.new_stream().expect("a consumer stream on 1");
+    hooks
+        .make_ready(
+            Device::cuda(1),
+            StreamRequest::Handle(consumer.cu_stream().addr()),
+        )
+        .expect("make_ready on device 1");
+    let import = CudaImport::new(tensor, &hooks).expect("import on 1");
+    assert_eq!(
+        import.to_host_vec::<f32>(&hooks).expect("copy from 1"),
+        [1.5, 2.5, 3.5]
+    );
+    // A copy of a device-1 tensor goes to device 1.
+    let copy = CudaBuffer::<f32>::copy_from_tensor(import.tensor()).expect("copy on 1");
+    assert_eq!(
+        (copy.slice().ordinal(), copy.device()),
+        (1, Device::cuda(1))
+    );
+    assert_ne!(copy.device_address(), address);
+
+    // Device 1's memory claimed as device 0's.
+    let keep = import.into_tensor();
+    let lie = Lie::over(keep, address, Device::cuda(0), f32::DTYPE, &[3], &[1]);
+    assert_eq!(
+        ManagedTensor::export(lie)
+            .expect("export")
+            .verify_device(&hooks)
+            .map(|_| ()),
+        Err(Error::DeviceMismatch {
+            claimed: Device::cuda(0),
+            actual: Device::cuda(1)
+        })
+    );
+    consumer.synchronize().expect("the consumer stream");
 }

@@ -10,10 +10,15 @@
 //! | `managed_tensor_from_py_object_no_sync` | a new versioned export of a [`DLPackTensor`]'s tensor, as is |
 //! | `managed_tensor_to_py_object_no_sync` | takes an owned tensor and wraps it in a new [`DLPackTensor`] |
 //! | `dltensor_from_py_object_no_sync` | the [`DLPackTensor`]'s `DLTensor`, valid while the object lives |
-//! | `current_work_stream` | NULL (the default stream) for every device: a [`DLPackTensor`] does its device work through its hooks, on the producer's default stream |
+//! | `current_work_stream` | NULL (the default stream) for every device |
 //!
-//! As the API requires, none of them synchronises streams; they return 0, or -1 with a Python
-//! exception set (the allocator reports through its `set_error` callback instead).
+//! As the API requires, none of them synchronises with the consumer's stream; they return 0, or
+//! -1 with a Python exception set (the allocator reports through its `set_error` callback
+//! instead). The consumer orders its work after the stream `current_work_stream` names, the
+//! default stream. So that this is true of a device tensor whose hooks queue work on a stream of
+//! their own, the two `from_py_object` functions first make the default stream wait for that
+//! stream through the hooks (an event and a stream wait on the device, as `__dlpack__()` without
+//! a stream does; nothing for hooks on the default stream or for host tensors).
 //!
 //! Consumer side: [`crate::from_dlpack`] uses the table of the object's type when it has a
 //! valid one of DLPack major version 1, and `__dlpack__` otherwise.
@@ -280,7 +285,11 @@ unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut D
         Ok(t) => t,
         Err(e) => return fail(py, e),
     };
-    let checked = tensor.get().exporter().tensor();
+    let exporter = tensor.get().exporter();
+    if let Err(e) = exporter.order_before_default_stream() {
+        return fail(py, to_py_err(e));
+    }
+    let checked = exporter.tensor();
     let mut dl = *checked.as_dl_tensor();
     if checked.ndim() > 0 {
         // The checked strides: the producer's, or compact ones where it sent NULL. They live in

@@ -692,12 +692,45 @@ impl Exporter {
         unsafe { new_capsule(py, raw) }
     }
 
-    /// A new versioned export of the tensor as is, without synchronisation: the C exchange API's
-    /// `managed_tensor_from_py_object_no_sync`.
+    /// A new versioned export of the tensor as is, without synchronisation with the consumer:
+    /// the C exchange API's `managed_tensor_from_py_object_no_sync`, after
+    /// [`order_before_default_stream`](Self::order_before_default_stream).
     pub(crate) fn export_no_sync(
         &self,
     ) -> Result<core::ptr::NonNull<dlpack_core::ffi::DLManagedTensorVersioned>, Error> {
+        self.order_before_default_stream()?;
+        self.export_unordered()
+    }
+
+    /// A new versioned export of the tensor as is, with no stream ordering at all: for this
+    /// crate's own consumer, which takes host tensors this way and device tensors through
+    /// `__dlpack__` with its stream.
+    #[inline]
+    pub(crate) fn export_unordered(
+        &self,
+    ) -> Result<core::ptr::NonNull<dlpack_core::ffi::DLManagedTensorVersioned>, Error> {
         ManagedTensor::export_raw(Shared(self.tensor.clone()))
+    }
+
+    /// Through the hooks, orders the producer's pending work on the tensor before its device's
+    /// default stream: what `__dlpack__()` without a stream asks.
+    ///
+    /// The C exchange API hands tensors over without synchronising with the consumer, who
+    /// instead waits on the stream that `current_work_stream` names, which for this type is the
+    /// default stream. Hooks that queue work on a stream of their own (dlpack-cuda's
+    /// `CudaHooks::new`, say) must therefore make the default stream wait for it first, or the
+    /// consumer could read before the writes land. This is stream ordering on the device (an
+    /// event and a wait), never a host synchronisation, and nothing at all for hooks on the
+    /// default stream, for host tensors and for tensors without hooks.
+    pub(crate) fn order_before_default_stream(&self) -> Result<(), Error> {
+        let Some(hooks) = self.hooks.as_deref() else {
+            return Ok(());
+        };
+        let device = self.tensor.device();
+        match ExportArgs::default().decide(device)?.sync {
+            SyncAction::Stream(request) => hooks.make_ready(device, request),
+            SyncAction::Nothing | SyncAction::Host => Ok(()),
+        }
     }
 }
 

@@ -27,6 +27,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
+use crate::DLPackTensor;
 use crate::capsule::{RawTensor, take_capsule};
 use crate::exceptions::to_py_err;
 use crate::export::{Reexport, host_copy};
@@ -118,19 +119,30 @@ unsafe fn import(
         let tensor = unsafe { raw.into_managed(writable) }?;
         return serve_locally(tensor, options);
     }
-    if options.dl_device.is_none()
-        && options.copy.is_none()
-        && let Some(api) = crate::exchange::type_api(obj)
-    {
-        let raw = crate::exchange::export_through(obj, api)?;
-        // SAFETY: the exchange API handed us an owned, well-formed versioned tensor;
-        // writability as the caller promised.
-        let tensor = unsafe { raw.into_managed(writable) }?;
-        if tensor.device().device_type == DeviceType::CPU {
-            return Ok(tensor);
+    if options.dl_device.is_none() && options.copy.is_none() {
+        if let Ok(ours) = obj.cast_exact::<DLPackTensor>() {
+            // This crate's own type: what its exchange table would hand out, without the C
+            // call, and without the table's ordering of a device tensor before the default
+            // stream (a device tensor goes the `__dlpack__` way below, with our stream).
+            let exporter = ours.get().exporter();
+            if exporter.tensor().device().device_type == DeviceType::CPU {
+                let raw = RawTensor::Versioned(exporter.export_unordered().map_err(to_py_err)?);
+                // SAFETY: a fresh export of the object's tensor, which we own; writability as
+                // the caller promised.
+                return unsafe { raw.into_managed(writable) };
+            }
+        } else if let Some(api) = crate::exchange::type_api(obj) {
+            let raw = crate::exchange::export_through(obj, api)?;
+            // SAFETY: the exchange API handed us an owned, well-formed versioned tensor;
+            // writability as the caller promised.
+            let tensor = unsafe { raw.into_managed(writable) }?;
+            if tensor.device().device_type == DeviceType::CPU {
+                return Ok(tensor);
+            }
+            // Not synchronised with our stream: take it again through __dlpack__, where the
+            // producer is.
+            drop(tensor);
         }
-        // Not synchronised: take it again through __dlpack__, where the producer is.
-        drop(tensor);
     }
     let (capsule, keywords_seen) = match vectorcall_method() {
         Some(call) if *options == ImportOptions::default() => call_dlpack_fast(obj, call)?,

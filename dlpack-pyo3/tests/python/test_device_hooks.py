@@ -63,6 +63,21 @@ def test_a_cuda_stream_is_made_ready_through_the_hooks(m):
     assert m.hook_log() == []
 
 
+def test_the_exchange_api_orders_a_device_tensor_before_the_default_stream(m):
+    """The C exchange API's consumer waits on the stream current_work_stream names (the default
+    stream), so the producer's hooks make that stream ready first, as __dlpack__() would."""
+    t = tensor(m, CUDA)
+    u = m.exchange_roundtrip(t)
+    assert u.data_ptr == t.data_ptr
+    assert m.hook_log() == ["make_ready cuda:0 Default"]
+    assert m.exchange_dltensor(t)["data_ptr"] == t.data_ptr
+    assert m.hook_log() == ["make_ready cuda:0 Default"]
+    # Without hooks (the producer orders its own work) and on the host: nothing to do.
+    m.exchange_roundtrip(tensor(m, CUDA, hooks=False))
+    m.exchange_roundtrip(tensor(m, 1))
+    assert m.hook_log() == []
+
+
 def test_the_importer_passes_its_stream_to_a_device_producer(m):
     t = tensor(m, CUDA)
     got = m.import_report(t, stream=9)

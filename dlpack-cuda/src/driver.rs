@@ -690,6 +690,27 @@ mod tests {
         assert_eq!(library.calls.get(), 1);
     }
 
+    /// The libcuda stand-in (`test-driver`) exports exactly the symbols this crate declares it
+    /// needs, plus the two the GPU suite calls itself. So when the crate starts calling a driver
+    /// function (directly or through cudarc) without listing it in [`REQUIRED_SYMBOLS`], the
+    /// stand-in lacks it too and cudarc panics in the stand-in suite; and the stand-in cannot
+    /// grow a function that the list does not name.
+    #[test]
+    fn the_stand_in_exports_exactly_the_required_symbols() {
+        const SUITE_ONLY: [&str; 2] = ["cuLaunchHostFunc", "cuEventQuery"];
+        let source = include_str!("../test-driver/src/lib.rs");
+        let mut exported: Vec<&str> = source
+            .split("extern \"C\" fn ")
+            .skip(1)
+            .filter_map(|rest| rest.split('(').next())
+            .filter(|name| name.starts_with("cu"))
+            .collect();
+        exported.sort_unstable();
+        let mut expected: Vec<&str> = REQUIRED_SYMBOLS.iter().copied().chain(SUITE_ONLY).collect();
+        expected.sort_unstable();
+        assert_eq!(exported, expected);
+    }
+
     #[test]
     fn a_complete_libcuda_loads() {
         let library = stand_in(true, None);

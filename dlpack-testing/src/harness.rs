@@ -77,10 +77,40 @@ impl Outcome {
     }
 }
 
+/// libtest's options that take a value (`--test-threads 2`): the value is not a filter.
+const OPTIONS_WITH_VALUES: [&str; 7] = [
+    "--test-threads",
+    "--skip",
+    "--color",
+    "--format",
+    "--logfile",
+    "--shuffle-seed",
+    "-Z",
+];
+
+/// The name filters and `--skip` filters in libtest's arguments.
+fn filters(args: &[String]) -> (Vec<&str>, Vec<&str>) {
+    let (mut include, mut skip) = (Vec::new(), Vec::new());
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg == "--skip" {
+            skip.extend(args.next().map(String::as_str));
+        } else if let Some(value) = arg.strip_prefix("--skip=") {
+            skip.push(value);
+        } else if OPTIONS_WITH_VALUES.contains(&arg.as_str()) {
+            args.next();
+        } else if !arg.starts_with('-') {
+            include.push(arg.as_str());
+        }
+    }
+    (include, skip)
+}
+
 /// Runs `cases` like libtest does, with the arguments `args` (the binary's, without its name):
-/// names select by substring (`--exact`: by whole name), `--list` lists the cases, other flags
-/// are ignored. Each case runs inside `around`, which can check for leaks after it; a case
-/// fails when it or `around` panics.
+/// names select by substring (`--exact`: by whole name), `--skip NAME` leaves out what it
+/// matches, `--list` lists the cases, other options (and their values) are ignored. Each case
+/// runs inside `around`, which can check for leaks after it; a case fails when it or `around`
+/// panics.
 pub fn run_cases<X>(
     suite: &str,
     fixture: &X,
@@ -98,19 +128,18 @@ pub fn run_cases<X>(
         };
     }
     let exact = args.iter().any(|a| a == "--exact");
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let (include, skip) = filters(args);
+    let matches = |name: &str, filter: &str| {
+        if exact {
+            name == filter
+        } else {
+            name.contains(filter)
+        }
+    };
     let selected: Vec<&Case<X>> = cases
         .iter()
-        .filter(|(name, _)| {
-            filters.is_empty()
-                || filters.iter().any(|f| {
-                    if exact {
-                        name == f
-                    } else {
-                        name.contains(f.as_str())
-                    }
-                })
-        })
+        .filter(|(name, _)| include.is_empty() || include.iter().any(|f| matches(name, f)))
+        .filter(|(name, _)| !skip.iter().any(|f| matches(name, f)))
         .collect();
     println!("\nrunning {} tests ({suite})", selected.len());
     let mut failed = Vec::new();
@@ -198,4 +227,40 @@ pub fn workspace_cdylib(
         path.display()
     );
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn option_values_are_not_filters_and_skip_excludes() {
+        assert_eq!(
+            filters(&args(
+                "--test-threads 1 --color always round --skip=slow --skip two -q"
+            )),
+            (vec!["round"], vec!["slow", "two"])
+        );
+        assert_eq!(
+            filters(&args("--nocapture --exact a b")),
+            (vec!["a", "b"], vec![])
+        );
+    }
+
+    fn one(_: &()) {}
+    fn two(_: &()) {}
+
+    #[test]
+    fn skip_and_exact_select_as_libtest_does() {
+        let all: &[Case<()>] = cases![(); one, two];
+        let run = |line: &str| run_cases("t", &(), all, &args(line), |_, case| case());
+        assert_eq!(run("--test-threads 1").ran, 2);
+        assert_eq!(run("--skip one").ran, 1);
+        assert_eq!(run("--exact on").ran, 0);
+        assert_eq!(run("on").ran, 1);
+    }
 }

@@ -6,12 +6,14 @@
 //!
 //! The suite runs twice: with stream-ordered allocation (memory pools, what current GPUs
 //! offer), then, in a child process, without (`cuMemAlloc` and `cuMemFree`, what cudarc falls
-//! back to on drivers without pools).
+//! back to on drivers without pools) and with pointer queries that fail on a thread without a
+//! current context (as on some drivers; the crate retries in device 0's context).
 //!
 //! The stand-in is built with `cargo build -p dlpack-cuda-test-driver`, or taken from
 //! `DLPACK_CUDA_TEST_DRIVER` (a path). It is opened by its path before any driver call; its
 //! soname is `libcuda.so`, so cudarc's `dlopen("libcuda.so")` finds it already loaded.
 
+use std::ffi::c_int;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
@@ -23,8 +25,11 @@ mod suite;
 
 const SUITE: &str = "dlpack-cuda suite on the libcuda stand-in";
 
-/// Set in the child process that runs the suite without memory pools.
-const NO_POOLS_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_POOLS";
+/// Set to `0` in the child process that runs the suite without memory pools.
+const POOLS_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_POOLS";
+/// Set to `1` in that child too: pointer queries then need a current context, as on some
+/// drivers (the crate retries with device 0's context).
+const ATTRIBUTES_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT";
 
 /// `LiveObjects` of the test driver (test-driver/src/lib.rs).
 #[repr(C)]
@@ -39,9 +44,20 @@ struct LiveObjects {
     refused: u64,
 }
 
+/// `CallCounts` of the test driver.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct CallCounts {
+    event_records: u64,
+    stream_waits: u64,
+    context_synchronizations: u64,
+    context_less_pointer_queries: u64,
+}
+
 /// The stand-in's test-support exports.
 struct Support {
-    live: unsafe extern "C" fn(*mut LiveObjects),
+    live: unsafe extern "C" fn(*mut LiveObjects, usize) -> c_int,
+    calls: unsafe extern "C" fn(*mut CallCounts, usize) -> c_int,
     settle: extern "C" fn(),
 }
 
@@ -50,9 +66,24 @@ impl Support {
     fn settled(&self) -> LiveObjects {
         (self.settle)();
         let mut live = LiveObjects::default();
-        // SAFETY: `live` is a valid place for the struct the function writes.
-        unsafe { (self.live)(&mut live) };
+        // SAFETY: `live` is valid for a write of its size, which is passed along.
+        let status = unsafe { (self.live)(&mut live, size_of::<LiveObjects>()) };
+        assert_eq!(
+            status, 0,
+            "the stand-in's LiveObjects has another size than this one"
+        );
         live
+    }
+
+    fn calls(&self) -> CallCounts {
+        let mut calls = CallCounts::default();
+        // SAFETY: `calls` is valid for a write of its size, which is passed along.
+        let status = unsafe { (self.calls)(&mut calls, size_of::<CallCounts>()) };
+        assert_eq!(
+            status, 0,
+            "the stand-in's CallCounts has another size than this one"
+        );
+        calls
     }
 }
 
@@ -76,11 +107,11 @@ fn main() -> ExitCode {
     // SAFETY: the workspace's stand-in, whose initialisers only set up Rust statics.
     let library = unsafe { libloading::Library::new(&path) }
         .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
-    let pools = std::env::var(NO_POOLS_VAR).as_deref() != Ok("0");
+    let pools = std::env::var(POOLS_VAR).as_deref() != Ok("0");
     let mode = if pools {
         "with memory pools"
     } else {
-        "without memory pools"
+        "without memory pools, pointer queries needing a context"
     };
     let suite = format!("{SUITE}, {mode}");
 
@@ -101,6 +132,9 @@ fn main() -> ExitCode {
             live: *library
                 .get(b"dlpack_cuda_test_driver_live")
                 .expect("dlpack_cuda_test_driver_live"),
+            calls: *library
+                .get(b"dlpack_cuda_test_driver_calls")
+                .expect("dlpack_cuda_test_driver_calls"),
             settle: *library
                 .get(b"dlpack_cuda_test_driver_settle")
                 .expect("dlpack_cuda_test_driver_settle"),
@@ -114,6 +148,8 @@ fn main() -> ExitCode {
     for ordinal in 1..devices as usize {
         open_device(ordinal).unwrap_or_else(|e| panic!("{suite}: device {ordinal}: {e}"));
     }
+    // The cases start with device 0's context current, as in the GPU suite.
+    context.bind_to_thread().expect("cuCtxSetCurrent");
     let outcome = run_cases(
         &suite,
         &context,
@@ -137,13 +173,23 @@ fn main() -> ExitCode {
     if outcome.listed {
         return code;
     }
+    let calls = support.calls();
+    println!("{suite}: driver calls {calls:?}");
+    if !pools && outcome.ran == suite::CASES.len() && calls.context_less_pointer_queries == 0 {
+        println!(
+            "{suite}: FAILED: no pointer query met a thread without a context, so the retry in \
+             device 0's context did not run"
+        );
+        code = ExitCode::FAILURE;
+    }
 
-    // The same cases without memory pools, in a process of their own (the stand-in reads the
-    // switch once).
+    // The same cases without memory pools, and with pointer queries that need a current
+    // context, in a process of their own (the stand-in reads its switches once).
     if pools {
         let status = Command::new(std::env::current_exe().expect("this test binary"))
             .args(test_args())
-            .env(NO_POOLS_VAR, "0")
+            .env(POOLS_VAR, "0")
+            .env(ATTRIBUTES_VAR, "1")
             .env("DLPACK_CUDA_TEST_DRIVER", &path)
             .status()
             .expect("running this test binary again without memory pools");

@@ -13,52 +13,67 @@
 //! - `DLPACK_CUDA_TEST_DRIVER_DEVICES` devices (default 2, at most 8), each with a primary
 //!   context (retained and released with a count) that threads make current. Every call before
 //!   `cuInit(0)` fails with `CUDA_ERROR_NOT_INITIALIZED`; allocations, streams and events need a
-//!   current context (`CUDA_ERROR_INVALID_CONTEXT`), as on a real driver.
+//!   current context (`CUDA_ERROR_INVALID_CONTEXT`), as on a real driver. The release that
+//!   destroys a context while allocations, streams or events of it are alive is refused (the
+//!   real driver destroys them with it).
 //! - **Device memory the host cannot read.** `cuMemAlloc`/`cuMemAllocAsync` hand out addresses
 //!   inside an address range reserved with no access rights, so a host dereference of a device
 //!   pointer crashes, as it would on a discrete GPU. The bytes live elsewhere and are only
-//!   reached through copies. New memory is filled with `0xA5`, never zeros; addresses are never
-//!   reused, and allocations are 512 bytes apart, so a read past the end or after a free hits no
-//!   allocation and is refused.
+//!   reached through copies. New memory is filled with `0xA5`, never zeros; device addresses
+//!   are never reused, and allocations are 512 bytes apart, so a read past the end or after a
+//!   free hits no allocation and is refused. (Freed pinned and managed memory goes back to the
+//!   host allocator, which may hand the address out again.)
+//! - **Frees in stream order.** `cuMemFreeAsync` frees the bytes when its stream reaches it; a
+//!   copy or memset of another stream that reaches them later is refused, the use after free a
+//!   real driver would let corrupt reused memory. `cuMemFree` and `cuMemFreeHost` free at once.
 //! - Pinned (`cuMemHostAlloc`) and managed (`cuMemAllocManaged`) memory are host memory that the
-//!   host reads in place; `cuPointerGetAttributes` reports each kind, its device and its range
-//!   as the real driver does, and zeros (memory type 0) for a pointer it did not allocate.
+//!   host reads in place; `cuPointerGetAttributes` reports each kind, its device and its range,
+//!   and for a pointer it did not allocate memory type 0 and device ordinal -2, as the real
+//!   driver does. With `DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT=1` it answers
+//!   `CUDA_ERROR_INVALID_CONTEXT` on a thread without a current context, as some drivers do.
 //! - **Streams are asynchronous.** Each stream runs its work in order on a thread of its own, so
 //!   a missing synchronisation shows up as wrong data or a failed check rather than passing by
-//!   luck. Events record stream positions; `cuStreamWaitEvent` makes a stream wait for the
-//!   recorded work, across streams and devices; `cuLaunchHostFunc` runs a host function in
-//!   stream order. Copies from pageable host memory are staged when issued and copies to
-//!   pageable host memory return when done, as the driver documents; copies to or from pinned
-//!   and managed memory happen in stream order.
+//!   luck. An event's recording is a stream position; `cuStreamWaitEvent` makes a stream wait
+//!   for the recording that was the event's latest when it was called, across streams and
+//!   devices; `cuLaunchHostFunc` runs a host function in stream order. Copies from pageable
+//!   host memory are staged when issued and copies to pageable host memory return when done, as
+//!   the driver documents; copies to or from pinned and managed memory happen in stream order.
 //! - Every copy and memset must lie inside one live allocation (`CUDA_ERROR_INVALID_VALUE`
 //!   otherwise); handles are checked against the live objects (`CUDA_ERROR_INVALID_HANDLE`); a
-//!   second free of the same memory is refused.
-//! - Simplified: each device has one legacy default stream (handle 0 or 1) and one per-thread
-//!   default stream (handle 2) shared by all threads, and the legacy stream does not synchronise
-//!   with other streams. Code that relied on that implicit synchronisation would fail here, not
-//!   pass; `dlpack-cuda` orders work with events only.
+//!   second free of the same memory is refused, and so is an event recorded on another device's
+//!   stream.
+//! - Default streams: each device has one legacy default stream (handle 0 or 1), and each thread
+//!   a per-thread default stream (handle 2) per device. Simplified: the legacy stream does not
+//!   synchronise with other streams. Code that relied on that implicit synchronisation would
+//!   fail here, not pass; `dlpack-cuda` orders work with events only.
+//! - Not modelled: the range a memory pool may report for its allocations (see dlpack-cuda's
+//!   limits), kernels, and more than what the functions below do.
 //!
-//! Every refused call is counted and printed on stderr with its reason. Two extra exports serve
-//! the tests: [`dlpack_cuda_test_driver_live`] counts live objects and refusals (leak and
-//! double-free checks), and [`dlpack_cuda_test_driver_settle`] waits until every stream has run
-//! its work.
+//! Every refused call is counted and printed on stderr with its reason. Three extra exports
+//! serve the tests: [`dlpack_cuda_test_driver_live`] counts live objects and refusals (leak and
+//! double-free checks), [`dlpack_cuda_test_driver_calls`] counts event records, stream waits and
+//! context synchronisations (a handshake happened, no device-wide synchronisation did), and
+//! [`dlpack_cuda_test_driver_settle`] waits until every stream has run its work.
 //!
 //! The library exports only the driver functions `dlpack-cuda` needs (its `REQUIRED_SYMBOLS`)
-//! and the two the GPU suite calls itself (`cuLaunchHostFunc`, `cuEventQuery`). When cudarc
-//! reaches for any other symbol it panics naming it, which is how a gap in `REQUIRED_SYMBOLS`
-//! shows up.
+//! and the two the GPU suite calls itself (`cuLaunchHostFunc`, `cuEventQuery`); a unit test of
+//! dlpack-cuda keeps the two lists equal. When cudarc reaches for any other symbol it panics
+//! naming it, which is how a gap in `REQUIRED_SYMBOLS` shows up.
 
 #![allow(non_snake_case)] // the driver API's function names
 
 use core::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::alloc::{self, Layout};
 use std::cell::Cell;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr::{self, NonNull};
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{JoinHandle, ThreadId};
 
 use cudarc::driver::sys::{
     CUcontext, CUdevice, CUdeviceptr, CUevent, CUhostFn, CUresult, CUstream,
@@ -164,6 +179,10 @@ unsafe fn put<T>(out: *mut T, value: T) -> Outcome {
 struct Backing {
     ptr: NonNull<u8>,
     layout: Layout,
+    /// Freed by the program: set when `cuMemFree` is called, or when the freeing stream reaches
+    /// a `cuMemFreeAsync`. Work that reaches the bytes after that is refused (a use after free
+    /// that the real driver would let corrupt reused memory).
+    freed: AtomicBool,
 }
 
 // SAFETY: the bytes are plain memory; who writes when is ordered by the streams, as on a GPU.
@@ -181,7 +200,11 @@ impl Backing {
         // SAFETY: freshly allocated for `layout.size()` bytes. Not zeros: code that reads memory
         // it never wrote sees 0xA5 bytes.
         unsafe { ptr.as_ptr().write_bytes(0xa5, layout.size()) };
-        Ok(Arc::new(Backing { ptr, layout }))
+        Ok(Arc::new(Backing {
+            ptr,
+            layout,
+            freed: AtomicBool::new(false),
+        }))
     }
 }
 
@@ -219,6 +242,10 @@ enum Place {
 }
 
 impl Place {
+    fn is_freed(&self) -> bool {
+        matches!(self, Place::Memory(backing, _) if backing.freed.load(Ordering::Acquire))
+    }
+
     fn ptr(&self) -> *mut u8 {
         match self {
             // SAFETY: the offset lies inside the backing (checked when the place was found).
@@ -235,12 +262,14 @@ type Work = Box<dyn FnOnce() + Send>;
 struct Stream {
     ordinal: i32,
     queue: Mutex<Option<Sender<Work>>>,
+    /// The worker thread, joined by `settle` once the stream is destroyed.
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Stream {
     fn new(ordinal: i32) -> Result<Arc<Stream>, Refusal> {
         let (sender, receiver) = channel::<Work>();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(format!("cuda-test-stream-{ordinal}"))
             .spawn(move || {
                 for work in receiver {
@@ -251,6 +280,7 @@ impl Stream {
         Ok(Arc::new(Stream {
             ordinal,
             queue: Mutex::new(Some(sender)),
+            thread: Mutex::new(Some(thread)),
         }))
     }
 
@@ -276,25 +306,54 @@ impl Stream {
     fn close(&self) {
         lock(&self.queue).take();
     }
+
+    /// Waits for a closed stream's queued work and its thread.
+    fn join(&self) {
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
 }
 
-/// An event: how many times it was recorded, and how many of those recordings have been
-/// reached by their streams.
+/// One recording of an event: reached when its stream gets to it.
+#[derive(Default)]
+struct Completion {
+    reached: Mutex<bool>,
+    signal: Condvar,
+}
+
+impl Completion {
+    fn reach(&self) {
+        *lock(&self.reached) = true;
+        self.signal.notify_all();
+    }
+
+    fn is_reached(&self) -> bool {
+        *lock(&self.reached)
+    }
+
+    fn wait(&self) {
+        let mut reached = lock(&self.reached);
+        while !*reached {
+            reached = self
+                .signal
+                .wait(reached)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// An event: its latest recording (none before the first, which counts as reached, as on the
+/// driver). A wait or query concerns the recording that was latest when it was asked, whatever
+/// is recorded later.
 struct Event {
     ordinal: i32,
-    progress: Mutex<(u64, u64)>,
-    reached: Condvar,
+    latest: Mutex<Option<Arc<Completion>>>,
 }
 
 impl Event {
-    fn wait_for(&self, target: u64) {
-        let mut progress = lock(&self.progress);
-        while progress.1 < target {
-            progress = self
-                .reached
-                .wait(progress)
-                .unwrap_or_else(PoisonError::into_inner);
-        }
+    fn latest(&self) -> Option<Arc<Completion>> {
+        lock(&self.latest).clone()
     }
 }
 
@@ -302,7 +361,8 @@ impl Event {
 struct DeviceState {
     retained: u32,
     legacy: Option<Arc<Stream>>,
-    per_thread: Option<Arc<Stream>>,
+    /// The per-thread default stream of each thread that used one.
+    per_thread: HashMap<ThreadId, Arc<Stream>>,
 }
 
 struct State {
@@ -317,11 +377,32 @@ struct State {
     /// The reserved device address range and the next address to hand out.
     device_range: (usize, usize),
     next_device_address: usize,
+    /// Pointer queries need a current context (`DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT`
+    /// is `1`), as on some drivers.
+    attributes_need_context: bool,
+    /// Destroyed streams whose threads `settle` has not joined yet.
+    closed: Vec<Arc<Stream>>,
+}
+
+/// Counts of calls that leave no live object behind, for tests that check a call was made.
+#[derive(Default)]
+struct Calls {
+    event_records: AtomicU64,
+    stream_waits: AtomicU64,
+    context_synchronizations: AtomicU64,
+    context_less_pointer_queries: AtomicU64,
 }
 
 struct Driver {
     state: Mutex<State>,
     refused: AtomicU64,
+    calls: Calls,
+}
+
+/// Counts a refusal that happens where no call can return it (on a stream's thread, say).
+fn refuse_later(why: &str) {
+    driver().refused.fetch_add(1, Ordering::Relaxed);
+    eprintln!("dlpack-cuda test driver: refused on a stream: {why}");
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -352,8 +433,15 @@ fn driver() -> &'static Driver {
                 next_handle: FIRST_HANDLE,
                 device_range: (0, 0),
                 next_device_address: 0,
+                attributes_need_context: std::env::var(
+                    "DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT",
+                )
+                .as_deref()
+                    == Ok("1"),
+                closed: Vec::new(),
             }),
             refused: AtomicU64::new(0),
+            calls: Calls::default(),
         }
     })
 }
@@ -415,22 +503,25 @@ impl State {
         handle
     }
 
-    /// A stream by handle: 0 and 1 are the current context's legacy default stream, 2 its
-    /// per-thread default stream.
+    /// A stream by handle: 0 and 1 are the current context's legacy default stream, 2 the
+    /// calling thread's per-thread default stream of the current context.
     fn stream(&mut self, handle: CUstream) -> Result<Arc<Stream>, Refusal> {
         let handle = handle.addr();
         if handle <= 2 {
             let device = self.current()?;
             let state = &mut self.devices[device];
-            let slot = if handle == 2 {
-                &mut state.per_thread
+            let stream = if handle == 2 {
+                match state.per_thread.entry(std::thread::current().id()) {
+                    Entry::Occupied(slot) => slot.get().clone(),
+                    Entry::Vacant(slot) => slot.insert(Stream::new(device as i32)?).clone(),
+                }
             } else {
-                &mut state.legacy
+                match &state.legacy {
+                    Some(stream) => stream.clone(),
+                    None => state.legacy.insert(Stream::new(device as i32)?).clone(),
+                }
             };
-            if slot.is_none() {
-                *slot = Some(Stream::new(device as i32)?);
-            }
-            return Ok(slot.clone().expect("just made"));
+            return Ok(stream);
         }
         self.streams
             .get(&handle)
@@ -479,6 +570,11 @@ impl State {
                 "{address:#x} is device memory, passed as a host pointer"
             ))),
             Some(_) => self.memory(address as CUdeviceptr, len).map(Some),
+            None if (self.device_range.0..self.device_range.1).contains(&address) => {
+                Err(invalid(format!(
+                    "{address:#x} is in the device address range but no live allocation (freed device memory?), passed as a host pointer"
+                )))
+            }
             None => Ok(None),
         }
     }
@@ -520,7 +616,13 @@ impl State {
         Ok(address)
     }
 
-    fn allocate(&mut self, kind: Kind, size: usize) -> Result<usize, Refusal> {
+    /// Allocates `size` bytes of `kind` on device `ordinal` (`None`: the current context's).
+    fn allocate(
+        &mut self,
+        kind: Kind,
+        size: usize,
+        ordinal: Option<i32>,
+    ) -> Result<usize, Refusal> {
         if size == 0 {
             return Err(invalid("an allocation of 0 bytes"));
         }
@@ -530,7 +632,10 @@ impl State {
                 format!("{size} bytes is more than this test driver allocates"),
             ));
         }
-        let ordinal = self.current()? as i32;
+        let ordinal = match ordinal {
+            Some(ordinal) => ordinal,
+            None => self.current()? as i32,
+        };
         let (backing, address) = match kind {
             Kind::Device => (Backing::new(size, 16)?, self.device_address(size)?),
             Kind::Pinned | Kind::Managed => {
@@ -551,11 +656,14 @@ impl State {
         Ok(address)
     }
 
-    fn free(&mut self, address: usize, kinds: &[Kind]) -> Outcome {
+    /// Takes the allocation at `address` out of the table: the address is invalid for any
+    /// later call. Its bytes stay until work queued earlier lets go of them; `freed` is for the
+    /// caller to set, now or in stream order.
+    fn free(&mut self, address: usize, kinds: &[Kind]) -> Result<Arc<Backing>, Refusal> {
         match self.allocations.get(&address) {
             Some(allocation) if kinds.contains(&allocation.kind) => {
-                self.allocations.remove(&address);
-                Ok(())
+                let allocation = self.allocations.remove(&address).expect("just found");
+                Ok(allocation.backing)
             }
             Some(allocation) => Err(invalid(format!(
                 "{address:#x} is {:?} memory, freed with the call for {kinds:?} memory",
@@ -567,13 +675,13 @@ impl State {
         }
     }
 
-    /// Every stream that may still have work.
+    /// Every live stream, default streams included.
     fn all_streams(&self) -> Vec<Arc<Stream>> {
         let defaults = self
             .devices
             .iter()
-            .flat_map(|d| [d.legacy.clone(), d.per_thread.clone()])
-            .flatten();
+            .flat_map(|d| d.legacy.iter().chain(d.per_thread.values()))
+            .cloned();
         defaults.chain(self.streams.values().cloned()).collect()
     }
 }
@@ -581,13 +689,20 @@ impl State {
 /// Queues `len` bytes from `src` to `dst` on `stream`.
 fn queue_copy(stream: &Stream, src: Place, dst: Place, len: usize) -> Outcome {
     stream.push(Box::new(move || {
+        if src.is_freed() || dst.is_freed() {
+            refuse_later(&format!(
+                "a copy of {len} bytes reached memory freed before the stream got to it"
+            ));
+            return;
+        }
         // SAFETY: both places hold `len` bytes (checked when they were found; pageable host
         // memory by the caller's contract); allocations are kept alive by the places.
         unsafe { ptr::copy(src.ptr(), dst.ptr(), len) };
     }))
 }
 
-/// Allocates `bytes` of `kind` and writes what `value` makes of its address through `out`.
+/// Allocates `bytes` of `kind` on device `ordinal` (`None`: the current context's) and writes
+/// what `value` makes of its address through `out`.
 /// Nothing is allocated when `out` is NULL.
 ///
 /// # Safety
@@ -595,13 +710,14 @@ fn queue_copy(stream: &Stream, src: Place, dst: Place, len: usize) -> Outcome {
 unsafe fn allocate_into<T>(
     kind: Kind,
     bytes: usize,
+    ordinal: Option<i32>,
     out: *mut T,
     value: impl FnOnce(usize) -> T,
 ) -> Outcome {
     if out.is_null() {
         return Err(invalid("a NULL output pointer"));
     }
-    let at = state()?.allocate(kind, bytes)?;
+    let at = state()?.allocate(kind, bytes, ordinal)?;
     // SAFETY: `out` is not NULL, and valid for a write (the caller's contract).
     unsafe { put(out, value(at)) }
 }
@@ -631,6 +747,7 @@ fn error_text(code: c_uint) -> Option<(&'static CStr, &'static CStr)> {
         201 => (c"CUDA_ERROR_INVALID_CONTEXT", c"invalid device context"),
         400 => (c"CUDA_ERROR_INVALID_HANDLE", c"invalid resource handle"),
         600 => (c"CUDA_ERROR_NOT_READY", c"device not ready"),
+        801 => (c"CUDA_ERROR_NOT_SUPPORTED", c"operation not supported"),
         999 => (c"CUDA_ERROR_UNKNOWN", c"unknown error"),
         _ => return None,
     };
@@ -757,6 +874,34 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(device: CUdevice) -> CUresult {
             ));
         }
         *retained -= 1;
+        if *retained > 0 {
+            return Ok(());
+        }
+        // The last release destroys the context, and with it everything made in it.
+        let ordinal = n as i32;
+        let allocations = state
+            .allocations
+            .values()
+            .filter(|a| a.ordinal == ordinal)
+            .count();
+        let streams = state
+            .streams
+            .values()
+            .filter(|s| s.ordinal == ordinal)
+            .count();
+        let events = state
+            .events
+            .values()
+            .filter(|e| e.ordinal == ordinal)
+            .count();
+        if allocations + streams + events > 0 {
+            return Err(refuse(
+                CUDA_ERROR_INVALID_CONTEXT,
+                format!(
+                    "device {n}'s primary context destroyed by its last release with {allocations} allocations, {streams} streams and {events} events of it still alive"
+                ),
+            ));
+        }
         Ok(())
     })
 }
@@ -796,6 +941,10 @@ pub extern "C" fn cuCtxSetCurrent(context: CUcontext) -> CUresult {
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSynchronize() -> CUresult {
     entry("cuCtxSynchronize", || {
+        driver()
+            .calls
+            .context_synchronizations
+            .fetch_add(1, Ordering::Relaxed);
         let streams = {
             let state = state()?;
             let device = state.current()? as i32;
@@ -860,6 +1009,17 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
     data: *const *mut c_void,
     address: CUdeviceptr,
 ) -> CUresult {
+    {
+        let state = lock(&driver().state);
+        if state.initialised && state.attributes_need_context && state.current().is_err() {
+            // A driver's answer, not a misuse: not counted as a refusal.
+            driver()
+                .calls
+                .context_less_pointer_queries
+                .fetch_add(1, Ordering::Relaxed);
+            return CUDA_ERROR_INVALID_CONTEXT;
+        }
+    }
     entry("cuPointerGetAttributes", || {
         if attributes.is_null() || data.is_null() {
             return Err(invalid("NULL attribute or data array"));
@@ -933,14 +1093,15 @@ pub unsafe extern "C" fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) ->
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
     entry("cuStreamDestroy_v2", || {
-        let removed = state()?.streams.remove(&stream.addr());
-        let stream = removed.ok_or_else(|| {
+        let mut state = state()?;
+        let stream = state.streams.remove(&stream.addr()).ok_or_else(|| {
             refuse(
                 CUDA_ERROR_INVALID_HANDLE,
                 format!("stream {:#x}", stream.addr()),
             )
         })?;
         stream.close();
+        state.closed.push(stream);
         Ok(())
     })
 }
@@ -965,8 +1126,12 @@ pub extern "C" fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_u
             let mut state = state()?;
             (state.stream(stream)?, state.event(event)?)
         };
-        let target = lock(&event.progress).0;
-        stream.push(Box::new(move || event.wait_for(target)))
+        // An event never recorded is complete: nothing to wait for.
+        if let Some(recording) = event.latest() {
+            stream.push(Box::new(move || recording.wait()))?;
+        }
+        driver().calls.stream_waits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     })
 }
 
@@ -1007,8 +1172,7 @@ pub unsafe extern "C" fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> CU
             handle,
             Arc::new(Event {
                 ordinal: device as i32,
-                progress: Mutex::new((0, 0)),
-                reached: Condvar::new(),
+                latest: Mutex::new(None),
             }),
         );
         Ok(())
@@ -1032,16 +1196,13 @@ pub extern "C" fn cuEventRecord(event: CUevent, stream: CUstream) -> CUresult {
                 ),
             ));
         }
-        let target = {
-            let mut progress = lock(&event.progress);
-            progress.0 += 1;
-            progress.0
-        };
-        stream.push(Box::new(move || {
-            let mut progress = lock(&event.progress);
-            progress.1 = progress.1.max(target);
-            event.reached.notify_all();
-        }))
+        let recording = Arc::new(Completion::default());
+        let reached = recording.clone();
+        stream.push(Box::new(move || reached.reach()))?;
+        // Only a recording that is queued becomes the one waits and queries concern.
+        *lock(&event.latest) = Some(recording);
+        driver().calls.event_records.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     })
 }
 
@@ -1052,8 +1213,10 @@ pub extern "C" fn cuEventQuery(event: CUevent) -> CUresult {
         Ok(event) => event,
         Err(refusal) => return entry("cuEventQuery", || Err(refusal)),
     };
-    let progress = lock(&event.progress);
-    if progress.1 >= progress.0 {
+    if event
+        .latest()
+        .is_none_or(|recording| recording.is_reached())
+    {
         CUDA_SUCCESS
     } else {
         CUDA_ERROR_NOT_READY
@@ -1065,8 +1228,9 @@ pub extern "C" fn cuEventQuery(event: CUevent) -> CUresult {
 pub extern "C" fn cuEventSynchronize(event: CUevent) -> CUresult {
     entry("cuEventSynchronize", || {
         let event = state()?.event(event)?;
-        let target = lock(&event.progress).0;
-        event.wait_for(target);
+        if let Some(recording) = event.latest() {
+            recording.wait();
+        }
         Ok(())
     })
 }
@@ -1099,11 +1263,12 @@ pub extern "C" fn cuEventDestroy_v2(event: CUevent) -> CUresult {
 pub unsafe extern "C" fn cuMemAlloc_v2(address: *mut CUdeviceptr, bytes: usize) -> CUresult {
     entry("cuMemAlloc_v2", || {
         // SAFETY: the caller's contract.
-        unsafe { allocate_into(Kind::Device, bytes, address, |at| at as CUdeviceptr) }
+        unsafe { allocate_into(Kind::Device, bytes, None, address, |at| at as CUdeviceptr) }
     })
 }
 
-/// `cuMemAllocAsync`: as `cuMemAlloc_v2`, usable at once (stream order is kept by the caller).
+/// `cuMemAllocAsync`: device memory of the stream's device, usable at once (stream order is
+/// kept by the caller).
 ///
 /// # Safety
 /// `address` is valid for a write.
@@ -1114,7 +1279,8 @@ pub unsafe extern "C" fn cuMemAllocAsync(
     stream: CUstream,
 ) -> CUresult {
     entry("cuMemAllocAsync", || {
-        {
+        // From the pool of the stream's device.
+        let ordinal = {
             let mut state = state()?;
             if !state.memory_pools {
                 return Err(refuse(
@@ -1122,10 +1288,14 @@ pub unsafe extern "C" fn cuMemAllocAsync(
                     "memory pools are switched off (DLPACK_CUDA_TEST_DRIVER_POOLS=0)",
                 ));
             }
-            state.stream(stream)?;
-        }
+            state.stream(stream)?.ordinal
+        };
         // SAFETY: the caller's contract.
-        unsafe { allocate_into(Kind::Device, bytes, address, |at| at as CUdeviceptr) }
+        unsafe {
+            allocate_into(Kind::Device, bytes, Some(ordinal), address, |at| {
+                at as CUdeviceptr
+            })
+        }
     })
 }
 
@@ -1144,7 +1314,7 @@ pub unsafe extern "C" fn cuMemAllocManaged(
             return Err(invalid(format!("managed memory flags {flags}")));
         }
         // SAFETY: the caller's contract.
-        unsafe { allocate_into(Kind::Managed, bytes, address, |at| at as CUdeviceptr) }
+        unsafe { allocate_into(Kind::Managed, bytes, None, address, |at| at as CUdeviceptr) }
     })
 }
 
@@ -1168,6 +1338,7 @@ pub unsafe extern "C" fn cuMemHostAlloc(
             allocate_into(
                 Kind::Pinned,
                 bytes,
+                None,
                 address,
                 ptr::with_exposed_provenance_mut,
             )
@@ -1179,17 +1350,24 @@ pub unsafe extern "C" fn cuMemHostAlloc(
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemFree_v2(address: CUdeviceptr) -> CUresult {
     entry("cuMemFree_v2", || {
-        state()?.free(address as usize, &[Kind::Device, Kind::Managed])
+        let backing = state()?.free(address as usize, &[Kind::Device, Kind::Managed])?;
+        backing.freed.store(true, Ordering::Release);
+        Ok(())
     })
 }
 
-/// `cuMemFreeAsync`: the address is invalid at once; copies queued earlier keep the bytes.
+/// `cuMemFreeAsync`: the address is invalid for later calls at once, and the bytes are freed
+/// when the stream gets to the free: work of other streams that reaches them after that is
+/// refused.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemFreeAsync(address: CUdeviceptr, stream: CUstream) -> CUresult {
     entry("cuMemFreeAsync", || {
         let mut state = state()?;
-        state.stream(stream)?;
-        state.free(address as usize, &[Kind::Device])
+        let stream = state.stream(stream)?;
+        let backing = state.free(address as usize, &[Kind::Device])?;
+        stream.push(Box::new(move || {
+            backing.freed.store(true, Ordering::Release)
+        }))
     })
 }
 
@@ -1197,7 +1375,9 @@ pub extern "C" fn cuMemFreeAsync(address: CUdeviceptr, stream: CUstream) -> CUre
 #[unsafe(no_mangle)]
 pub extern "C" fn cuMemFreeHost(address: *mut c_void) -> CUresult {
     entry("cuMemFreeHost", || {
-        state()?.free(address.addr(), &[Kind::Pinned])
+        let backing = state()?.free(address.addr(), &[Kind::Pinned])?;
+        backing.freed.store(true, Ordering::Release);
+        Ok(())
     })
 }
 
@@ -1215,6 +1395,12 @@ pub extern "C" fn cuMemsetD8Async(
             (state.stream(stream)?, state.memory(address, count)?)
         };
         stream.push(Box::new(move || {
+            if place.is_freed() {
+                refuse_later(&format!(
+                    "a memset of {count} bytes reached memory freed before the stream got to it"
+                ));
+                return;
+            }
             // SAFETY: the place holds `count` bytes (checked above) and is kept alive here.
             unsafe { place.ptr().write_bytes(value, count) }
         }))
@@ -1234,11 +1420,11 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     stream: CUstream,
 ) -> CUresult {
     entry("cuMemcpyHtoDAsync_v2", || {
+        let mut state = state()?;
+        let stream = state.stream(stream)?;
         if bytes == 0 {
             return Ok(());
         }
-        let mut state = state()?;
-        let stream = state.stream(stream)?;
         let to = state.memory(dst, bytes)?;
         let from = match state.host(src.addr(), bytes)? {
             Some(place) => place,
@@ -1267,11 +1453,11 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     stream: CUstream,
 ) -> CUresult {
     entry("cuMemcpyDtoHAsync_v2", || {
+        let mut state = state()?;
+        let stream = state.stream(stream)?;
         if bytes == 0 {
             return Ok(());
         }
-        let mut state = state()?;
-        let stream = state.stream(stream)?;
         let from = state.memory(src, bytes)?;
         let (to, pageable) = match state.host(dst.addr(), bytes)? {
             Some(place) => (place, false),
@@ -1292,6 +1478,7 @@ pub extern "C" fn cuMemcpyDtoDAsync_v2(
     stream: CUstream,
 ) -> CUresult {
     entry("cuMemcpyDtoDAsync_v2", || {
+        state()?.stream(stream)?;
         if bytes == 0 {
             return Ok(());
         }
@@ -1336,12 +1523,16 @@ pub struct LiveObjects {
     pub refused: u64,
 }
 
-/// Counts the live objects and the refused calls.
+/// Counts the live objects and the refused calls into `out`, whose size the caller passes (a
+/// check that both sides agree on the struct): -1 for a NULL `out` or another size, else 0.
 ///
 /// # Safety
-/// `out` is valid for a write.
+/// `out` is NULL or valid for a write of `size` bytes.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlpack_cuda_test_driver_live(out: *mut LiveObjects) {
+pub unsafe extern "C" fn dlpack_cuda_test_driver_live(out: *mut LiveObjects, size: usize) -> c_int {
+    if out.is_null() || size != size_of::<LiveObjects>() {
+        return -1;
+    }
     let state = lock(&driver().state);
     let count = |kind| {
         state
@@ -1359,17 +1550,60 @@ pub unsafe extern "C" fn dlpack_cuda_test_driver_live(out: *mut LiveObjects) {
         context_retains: state.devices.iter().map(|d| u64::from(d.retained)).sum(),
         refused: driver().refused.load(Ordering::Relaxed),
     };
-    if !out.is_null() {
-        // SAFETY: the caller's contract.
-        unsafe { out.write(live) };
+    // SAFETY: not NULL, and valid for a write of the struct (the caller's contract and the
+    // size check).
+    unsafe { out.write(live) };
+    0
+}
+
+/// What [`dlpack_cuda_test_driver_calls`] reports: calls counted since the library was loaded.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    /// `cuEventRecord` calls that queued a recording.
+    pub event_records: u64,
+    /// `cuStreamWaitEvent` calls that succeeded.
+    pub stream_waits: u64,
+    /// `cuCtxSynchronize` calls.
+    pub context_synchronizations: u64,
+    /// `cuPointerGetAttributes` calls answered `CUDA_ERROR_INVALID_CONTEXT` for want of a
+    /// current context (only with `DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT=1`).
+    pub context_less_pointer_queries: u64,
+}
+
+/// Counts calls that leave no object behind, into `out` of `size` bytes: -1 for a NULL `out` or
+/// another size, else 0.
+///
+/// # Safety
+/// `out` is NULL or valid for a write of `size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlpack_cuda_test_driver_calls(out: *mut CallCounts, size: usize) -> c_int {
+    if out.is_null() || size != size_of::<CallCounts>() {
+        return -1;
     }
+    let calls = &driver().calls;
+    let counts = CallCounts {
+        event_records: calls.event_records.load(Ordering::Relaxed),
+        stream_waits: calls.stream_waits.load(Ordering::Relaxed),
+        context_synchronizations: calls.context_synchronizations.load(Ordering::Relaxed),
+        context_less_pointer_queries: calls.context_less_pointer_queries.load(Ordering::Relaxed),
+    };
+    // SAFETY: as in `dlpack_cuda_test_driver_live`.
+    unsafe { out.write(counts) };
+    0
 }
 
 /// Waits until every stream has run the work queued on it so far.
 #[unsafe(no_mangle)]
 pub extern "C" fn dlpack_cuda_test_driver_settle() {
-    let streams = lock(&driver().state).all_streams();
-    for stream in streams {
+    let (live, closed) = {
+        let mut state = lock(&driver().state);
+        (state.all_streams(), std::mem::take(&mut state.closed))
+    };
+    for stream in live {
         let _ = stream.finish();
+    }
+    for stream in closed {
+        stream.join();
     }
 }

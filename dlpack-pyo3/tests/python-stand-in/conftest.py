@@ -56,13 +56,36 @@ class Live(ctypes.Structure):
         return {name: getattr(self, name) for name, _ in self._fields_}
 
 
+class Calls(ctypes.Structure):
+    """`CallCounts` of dlpack-cuda/test-driver/src/lib.rs."""
+
+    _fields_ = [
+        (name, ctypes.c_uint64)
+        for name in (
+            "event_records",
+            "stream_waits",
+            "context_synchronizations",
+            "context_less_pointer_queries",
+        )
+    ]
+
+
 def live():
     """The stand-in's live objects once every stream has run its work."""
     gc.collect()
     STAND_IN.dlpack_cuda_test_driver_settle()
     out = Live()
-    STAND_IN.dlpack_cuda_test_driver_live(ctypes.byref(out))
+    status = STAND_IN.dlpack_cuda_test_driver_live(ctypes.byref(out), ctypes.sizeof(out))
+    assert status == 0, "the stand-in's LiveObjects differs from conftest.Live"
     return out.as_dict()
+
+
+def calls():
+    """The stand-in's counts of event records, stream waits and context synchronisations."""
+    out = Calls()
+    status = STAND_IN.dlpack_cuda_test_driver_calls(ctypes.byref(out), ctypes.sizeof(out))
+    assert status == 0, "the stand-in's CallCounts differs from conftest.Calls"
+    return {name: getattr(out, name) for name, _ in out._fields_}
 
 
 @pytest.fixture(scope="session")
@@ -79,11 +102,21 @@ def m():
     return dlpack_testmod
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "refusals(n): the test makes the stand-in refuse exactly n calls"
+    )
+
+
 @pytest.fixture(autouse=True)
-def nothing_left_behind(m):
+def nothing_left_behind(request, m):
+    marker = request.node.get_closest_marker("refusals")
+    expected = marker.args[0] if marker else 0
     before = live()
     yield
     after = live()
-    assert after == before, (
-        "the stand-in's live objects or refusals changed (refusals are printed on stderr)"
+    assert after["refused"] - before["refused"] == expected, (
+        f"expected {expected} refused calls (refusals are printed on stderr)"
     )
+    after["refused"] = before["refused"]
+    assert after == before, "the stand-in's live objects changed"

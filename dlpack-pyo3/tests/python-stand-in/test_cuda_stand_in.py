@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from conftest import STAND_IN, live
+from conftest import STAND_IN, calls, live
 
 VALUES = [float(i) for i in range(12)]
 
@@ -52,10 +52,18 @@ def test_a_consumer_stream_handle_gets_an_event_wait(m):
     assert STAND_IN.cuStreamCreate(ctypes.byref(stream), 1) == 0
     try:
         t, _ = m.cuda_f32(VALUES, [12])
-        events_before = live()["events"]
+        before = calls()
         capsule = t.__dlpack__(stream=stream.value)
         assert type(capsule).__name__ == "PyCapsule"
-        assert live()["events"] == events_before
+        after = calls()
+        assert after["event_records"] == before["event_records"] + 1
+        assert after["stream_waits"] == before["stream_waits"] + 1
+        assert after["context_synchronizations"] == before["context_synchronizations"], (
+            "the handshake synchronised the whole context"
+        )
+        # The producer's own stream (the legacy default of its hooks) needs no event.
+        t.__dlpack__(stream=1)
+        assert calls() == after
         assert STAND_IN.cuStreamSynchronize(stream) == 0
     finally:
         assert STAND_IN.cuStreamDestroy_v2(stream) == 0

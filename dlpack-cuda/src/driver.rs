@@ -344,7 +344,12 @@ impl CudaDriver {
                 self.context(ordinal)?
             }
         };
-        ContextScope::enter(&context).map_err(|e| driver_error("cuCtxSetCurrent", e))
+        ContextScope::enter(&context).map_err(|e| {
+            driver_error(
+                "making the context current (cuCtxGetCurrent, cuCtxSetCurrent)",
+                e,
+            )
+        })
     }
 
     /// The raw stream of a queue.

@@ -84,6 +84,8 @@ impl<T: Element> CudaBuffer<T> {
     /// own stream ([`CudaSlice::stream`]); queue later writes there too, or on the stream given
     /// to the [`CudaHooks`](crate::CudaHooks) that make it ready for consumers.
     pub fn new(mut slice: CudaSlice<T>) -> Self {
+        // cudarc binds the slice's context for the wait below; the thread keeps its own.
+        let _keep = ContextScope::preserve();
         let stream = slice.stream().clone();
         // With cudarc's event tracking this makes `stream` wait for earlier reads and writes of
         // the slice on other streams; the returned guard records a write event when dropped.
@@ -142,16 +144,20 @@ impl<T> fmt::Debug for CudaBuffer<T> {
 impl<T> Drop for CudaBuffer<T> {
     fn drop(&mut self) {
         let scope = ContextScope::enter(self.slice.context());
-        drop_within(&mut self.slice, scope);
+        // SAFETY: this is the owner's `Drop`, which runs once; the slice is not used after it.
+        unsafe { drop_within(&mut self.slice, scope) };
     }
 }
 
 /// Drops `slice` inside `scope`, which restores the thread's context afterwards. Without a scope
 /// (the driver refused `cuCtxGetCurrent` or `cuCtxSetCurrent`) the slice is dropped anyway, and
 /// cudarc records the driver's error in the context.
-fn drop_within<S>(slice: &mut ManuallyDrop<S>, scope: Result<ContextScope, DriverError>) {
+///
+/// # Safety
+/// Called once per slice, from its owner's `Drop`; the slice is not used afterwards.
+unsafe fn drop_within<S>(slice: &mut ManuallyDrop<S>, scope: Result<ContextScope, DriverError>) {
     let _scope = scope;
-    // SAFETY: called once, from the owner's `Drop`; the slice is not used afterwards.
+    // SAFETY: the caller's contract.
     unsafe { ManuallyDrop::drop(slice) };
 }
 
@@ -185,6 +191,8 @@ unsafe impl<T: Element> Buffer for CudaBuffer<T> {
         check_dtype::<T>(tensor)?;
         let ordinal = target_ordinal(tensor.device())?;
         let driver = cuda_driver()?;
+        // cudarc binds contexts to allocate and copy; the thread keeps its own.
+        let _keep = ContextScope::preserve();
         let context = driver.context(ordinal)?;
         let stream = context.default_stream();
         let slice = alloc_elements::<T>(&stream, tensor.len())?;
@@ -243,6 +251,8 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
     }
 
     fn with_len(mut slice: PinnedHostSlice<T>, len: usize) -> Result<Self, Error> {
+        // cudarc binds the slice's context to wait for it; the thread keeps its own.
+        let _keep = ContextScope::preserve();
         let data = slice
             .as_mut_ptr()
             .map_err(|e| driver_error("waiting for the pinned slice (cuEventSynchronize)", e))?;
@@ -284,7 +294,8 @@ impl<T> fmt::Debug for PinnedBuffer<T> {
 impl<T> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
         let scope = ContextScope::enter(self.slice.context());
-        drop_within(&mut self.slice, scope);
+        // SAFETY: this is the owner's `Drop`, which runs once; the slice is not used after it.
+        unsafe { drop_within(&mut self.slice, scope) };
     }
 }
 
@@ -310,6 +321,8 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for PinnedBuffer<T
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
         check_dtype::<T>(tensor)?;
         let (context, host) = host_copy::<T>(tensor)?;
+        // cudarc binds the context to allocate; the thread keeps its own.
+        let _keep = ContextScope::preserve();
         let room = host.len().max(1);
         room.checked_mul(size_of::<T>())
             .ok_or_else(|| too_large(room))?;
@@ -330,6 +343,10 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for PinnedBuffer<T
 /// Wrapping waits for cudarc's pending work on the slice. Imports into a `ManagedBuffer` copy,
 /// allocating with `CU_MEM_ATTACH_GLOBAL` on device 0 (on the tensor's device for `kDLCUDA`).
 /// An empty buffer keeps a one-element allocation.
+///
+/// cudarc 0.19's `CudaContext::alloc_unified` allocates in the thread's *current* context, not
+/// necessarily its own: make the context current first (`bind_to_thread`, or [`open_device`](
+/// crate::open_device) on this thread), or the memory belongs to another device.
 pub struct ManagedBuffer<T> {
     /// Dropped in [`Drop`], keeping the thread's context.
     slice: ManuallyDrop<UnifiedSlice<T>>,
@@ -349,6 +366,8 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> ManagedBuffer<T> {
     }
 
     fn with_len(mut slice: UnifiedSlice<T>, len: usize) -> Result<Self, Error> {
+        // cudarc binds the slice's context to wait for it; the thread keeps its own.
+        let _keep = ContextScope::preserve();
         let data = slice
             .as_mut_slice()
             .map_err(|e| driver_error("waiting for the managed slice (cuEventSynchronize)", e))?
@@ -392,7 +411,8 @@ impl<T> fmt::Debug for ManagedBuffer<T> {
 impl<T> Drop for ManagedBuffer<T> {
     fn drop(&mut self) {
         let scope = ContextScope::preserve();
-        drop_within(&mut self.slice, scope);
+        // SAFETY: this is the owner's `Drop`, which runs once; the slice is not used after it.
+        unsafe { drop_within(&mut self.slice, scope) };
     }
 }
 
@@ -417,6 +437,10 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for ManagedBuffer<
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
         check_dtype::<T>(tensor)?;
         let (context, host) = host_copy::<T>(tensor)?;
+        // cudarc's `alloc_unified` allocates in the thread's current context without making its
+        // own current: make it current here, and give the thread its own back afterwards.
+        let _current = ContextScope::enter(&context)
+            .map_err(|e| driver_error("making the context current (cuCtxSetCurrent)", e))?;
         let room = host.len().max(1);
         room.checked_mul(size_of::<T>())
             .ok_or_else(|| too_large(room))?;

@@ -159,8 +159,9 @@ pub fn load_driver() -> Result<(), Error> {
     driver::cuda_driver().map(|_| ())
 }
 
-/// The primary context of CUDA device `ordinal`, retained once per process; the guarded
-/// replacement for cudarc's `CudaContext::new`, which panics when libcuda is missing.
+/// The primary context of CUDA device `ordinal`, retained once per process and made current on
+/// the calling thread (as `CudaContext::new` does); the guarded replacement for cudarc's
+/// `CudaContext::new`, which panics when libcuda is missing.
 ///
 /// Fails with [`Error::Runtime`] when the driver cannot be loaded ([`load_driver`]) or the
 /// device cannot be opened (an ordinal beyond the device count, say).
@@ -172,5 +173,11 @@ pub fn load_driver() -> Result<(), Error> {
 /// }
 /// ```
 pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
-    driver::cuda_driver()?.context(ordinal)
+    let context = driver::cuda_driver()?.context(ordinal)?;
+    // Some cudarc calls (`alloc_unified`, say) use the thread's current context without making
+    // their own current, so callers expect the one they opened to be current.
+    context
+        .bind_to_thread()
+        .map_err(|e| driver::driver_error("cuCtxSetCurrent", e))?;
+    Ok(context)
 }

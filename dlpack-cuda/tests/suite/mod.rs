@@ -127,6 +127,8 @@ fn every_element_type_round_trips_through_device_memory(context: &Arc<CudaContex
 
 fn managed_memory_exports_as_cuda_managed_and_the_driver_agrees(context: &Arc<CudaContext>) {
     let hooks = CudaHooks::on_default_streams().expect("hooks");
+    // cudarc's `alloc_unified` allocates in the thread's current context, whichever it is.
+    context.bind_to_thread().expect("cuCtxSetCurrent");
     // SAFETY: written below before it is read.
     let mut slice = unsafe { context.alloc_unified::<f32>(4, true) }.expect("managed memory");
     slice
@@ -295,6 +297,19 @@ fn false_device_claims_are_refused_by_the_real_driver(context: &Arc<CudaContext>
     assert!(
         matches!(err, Error::SpanOutsideAllocation { .. }),
         "{err:?}"
+    );
+    // The same question from a thread that never used CUDA (no current context there, which
+    // some drivers refuse pointer queries for).
+    let elsewhere = std::thread::scope(|scope| {
+        scope
+            .spawn(|| hooks.resolve(Device::cuda(0), address))
+            .join()
+            .expect("the querying thread")
+    })
+    .expect("resolve on a fresh thread");
+    assert_eq!(
+        (elsewhere.device, elsewhere.kind),
+        (Device::cuda(0), MemoryKind::Device)
     );
     // Pageable host memory claimed as device memory.
     let pageable = vec![0f32; 4];
@@ -493,6 +508,7 @@ fn a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none(
         .expect("host access")
         .copy_from_slice(&[7; 300]);
     let pinned = ManagedTensor::export(PinnedBuffer::new(pinned).expect("wrap")).expect("export");
+    context.bind_to_thread().expect("cuCtxSetCurrent");
     // SAFETY: written below before it is read.
     let mut managed = unsafe { context.alloc_unified::<u8>(300, true) }.expect("managed memory");
     managed
@@ -637,13 +653,28 @@ fn two_devices_keep_their_own_contexts_streams_and_claims(context: &Arc<CudaCont
         import.to_host_vec::<f32>(&hooks).expect("copy from 1"),
         [1.5, 2.5, 3.5]
     );
-    // A copy of a device-1 tensor goes to device 1.
+    // A copy of a device-1 tensor goes to device 1, and the copies leave this thread's context
+    // (device 0's, as a consumer's thread might have it) as they found it.
+    context.bind_to_thread().expect("cuCtxSetCurrent");
+    let before = current_context();
     let copy = CudaBuffer::<f32>::copy_from_tensor(import.tensor()).expect("copy on 1");
     assert_eq!(
         (copy.slice().ordinal(), copy.device()),
         (1, Device::cuda(1))
     );
     assert_ne!(copy.device_address(), address);
+    let pinned = PinnedBuffer::<f32>::copy_from_tensor(import.tensor()).expect("pinned copy");
+    let managed = ManagedBuffer::<f32>::copy_from_tensor(import.tensor()).expect("managed copy");
+    assert_eq!(
+        (pinned.as_slice(), managed.as_slice()),
+        (&[1.5, 2.5, 3.5][..], &[1.5, 2.5, 3.5][..])
+    );
+    drop((pinned, managed));
+    assert_eq!(
+        current_context(),
+        before,
+        "a copy changed the thread's current context"
+    );
 
     // Device 1's memory claimed as device 0's.
     let keep = import.into_tensor();
@@ -659,4 +690,6 @@ fn two_devices_keep_their_own_contexts_streams_and_claims(context: &Arc<CudaCont
         })
     );
     consumer.synchronize().expect("the consumer stream");
+    // `open_device(1)` made device 1's context current here; the other cases expect device 0's.
+    context.bind_to_thread().expect("cuCtxSetCurrent");
 }

@@ -18,7 +18,10 @@
 //! default stream. So that this is true of a device tensor whose hooks queue work on a stream of
 //! their own, the two `from_py_object` functions first make the default stream wait for that
 //! stream through the hooks (an event and a stream wait on the device, as `__dlpack__()` without
-//! a stream does; nothing for hooks on the default stream or for host tensors).
+//! a stream does; nothing for hooks on the default stream or for host tensors). For such a
+//! tensor that is device work on every `dltensor_from_py_object_no_sync`, which TVM-FFI calls
+//! per kernel argument: give tensors that are passed to kernels often hooks on the default
+//! stream.
 //!
 //! Consumer side: [`crate::from_dlpack`] uses the table of the object's type when it has a
 //! valid one of DLPack major version 1, and `__dlpack__` otherwise.

@@ -12,6 +12,7 @@ use dlpack_core::{
     CheckedTensor, Device, DeviceHooks, Element, Error, ManagedTensor, MemoryKind, TensorView,
 };
 
+use crate::driver::ContextScope;
 use crate::export::as_bytes;
 use crate::hooks::is_cuda;
 
@@ -224,6 +225,9 @@ impl<'a, T: Element> DeviceView<'a, T> {
         let size = size_of::<T>();
         let len = span.len() / size;
         let first_index = (self.first - span.start) / size;
+        // cudarc makes the stream's context current to create the slice's events; the thread
+        // keeps its own (a stream exists, so the driver is loaded).
+        let _keep = ContextScope::preserve();
         // SAFETY: `span` is the tensor's reachable memory, which the driver confirmed is one
         // CUDA allocation (CudaImport::new) and which stays valid while the import is borrowed
         // for 'a; it holds `len` elements of `T` (the span is a whole number of elements, from
@@ -277,6 +281,9 @@ impl<T> Drop for ForeignSlice<'_, T> {
     fn drop(&mut self) {
         // SAFETY: the slice is taken once, here, and not used again.
         let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        // cudarc makes the stream's context current to release the slice's events; the thread
+        // keeps its own.
+        let _keep = ContextScope::preserve();
         // Releases cudarc's events and stream reference, not the memory.
         let _ = slice.leak();
     }

@@ -175,9 +175,11 @@ pub fn load_driver() -> Result<(), Error> {
 pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
     let context = driver::cuda_driver()?.context(ordinal)?;
     // Some cudarc calls (`alloc_unified`, say) use the thread's current context without making
-    // their own current, so callers expect the one they opened to be current.
-    context
-        .bind_to_thread()
+    // their own current, so callers expect the one they opened to be current. Not through
+    // `bind_to_thread`, which would take (and clear) an error cudarc recorded in the context
+    // earlier and fail with it.
+    // SAFETY: the context of a live `CudaContext`, which holds it retained for the process.
+    unsafe { cudarc::driver::result::ctx::set_current(context.cu_ctx()) }
         .map_err(|e| driver::driver_error("cuCtxSetCurrent", e))?;
     Ok(context)
 }

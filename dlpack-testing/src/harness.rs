@@ -77,10 +77,10 @@ impl Outcome {
     }
 }
 
-/// libtest's options that take a value (`--test-threads 2`): the value is not a filter.
-const OPTIONS_WITH_VALUES: [&str; 7] = [
+/// libtest's options that take a value (`--test-threads 2`), besides `--skip`: the value is
+/// not a filter.
+const OPTIONS_WITH_VALUES: [&str; 6] = [
     "--test-threads",
-    "--skip",
     "--color",
     "--format",
     "--logfile",

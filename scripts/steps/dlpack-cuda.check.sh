@@ -47,6 +47,11 @@ PYEOF
         fi
         die "dlpack-cuda's suite failed under valgrind with status $cuda_status (log above)"
     fi
-    grep -E '^test result' "$cuda_log" | sed 's/^/    /' || true
+    if ! grep -qE '^test result' "$cuda_log"; then
+        cat "$cuda_log" >&2
+        rm -f "$cuda_log"
+        die "dlpack-cuda's suite printed no 'test result' line under valgrind (log above)"
+    fi
+    grep -E '^test result' "$cuda_log" | sed 's/^/    /'
     rm -f "$cuda_log"
 fi

@@ -361,7 +361,8 @@ impl Event {
 struct DeviceState {
     retained: u32,
     legacy: Option<Arc<Stream>>,
-    /// The per-thread default stream of each thread that used one.
+    /// The per-thread default stream of each thread that used one (kept, with its worker
+    /// thread, for the life of the process: a test process uses few threads).
     per_thread: HashMap<ThreadId, Arc<Stream>>,
 }
 
@@ -873,11 +874,12 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(device: CUdevice) -> CUresult {
                 format!("device {n}'s primary context released more often than retained"),
             ));
         }
-        *retained -= 1;
-        if *retained > 0 {
+        if *retained > 1 {
+            *retained -= 1;
             return Ok(());
         }
-        // The last release destroys the context, and with it everything made in it.
+        // The last release destroys the context, and with it everything made in it: refused,
+        // changing nothing, while any of that is alive.
         let ordinal = n as i32;
         let allocations = state
             .allocations
@@ -902,6 +904,7 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(device: CUdevice) -> CUresult {
                 ),
             ));
         }
+        state.devices[n].retained = 0;
         Ok(())
     })
 }
@@ -941,13 +944,13 @@ pub extern "C" fn cuCtxSetCurrent(context: CUcontext) -> CUresult {
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSynchronize() -> CUresult {
     entry("cuCtxSynchronize", || {
-        driver()
-            .calls
-            .context_synchronizations
-            .fetch_add(1, Ordering::Relaxed);
         let streams = {
             let state = state()?;
             let device = state.current()? as i32;
+            driver()
+                .calls
+                .context_synchronizations
+                .fetch_add(1, Ordering::Relaxed);
             state
                 .all_streams()
                 .into_iter()

@@ -369,6 +369,16 @@ fn a_foreign_slice_reads_through_cudarc_and_never_frees(context: &Arc<CudaContex
         assert_eq!(foreign.first_index(), 3);
         assert_eq!(stream.clone_dtoh(&*foreign).expect("read"), [1, 2, 3, 4]);
     }
+    // Making and dropping the cudarc slice leaves the thread's context alone (here: none).
+    // SAFETY: NULL makes no context current.
+    unsafe { result::ctx::set_current(std::ptr::null_mut()) }.expect("cuCtxSetCurrent");
+    drop(view.cudarc_slice(&stream).expect("cudarc slice"));
+    let left = current_context();
+    context.bind_to_thread().expect("cuCtxSetCurrent");
+    assert_eq!(
+        left, None,
+        "making or dropping the slice left a context current"
+    );
     // The memory is still allocated and still holds the data.
     let info = hooks
         .resolve(Device::cuda(0), span_start)
@@ -668,6 +678,15 @@ fn two_devices_keep_their_own_contexts_streams_and_claims(context: &Arc<CudaCont
     assert_eq!(
         (pinned.as_slice(), managed.as_slice()),
         (&[1.5, 2.5, 3.5][..], &[1.5, 2.5, 3.5][..])
+    );
+    // The managed copy belongs to the source's device, although device 0's context is current
+    // here (cudarc's `alloc_unified` would take the current one).
+    let owner = hooks
+        .resolve(Device::cuda(1), managed.as_slice().as_ptr().addr())
+        .expect("resolve the managed copy");
+    assert_eq!(
+        (owner.device, owner.kind),
+        (Device::cuda(1), MemoryKind::Managed)
     );
     drop((pinned, managed));
     assert_eq!(

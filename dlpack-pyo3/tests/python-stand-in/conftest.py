@@ -75,7 +75,8 @@ def live():
     gc.collect()
     STAND_IN.dlpack_cuda_test_driver_settle()
     out = Live()
-    status = STAND_IN.dlpack_cuda_test_driver_live(ctypes.byref(out), ctypes.sizeof(out))
+    size = ctypes.c_size_t(ctypes.sizeof(out))
+    status = STAND_IN.dlpack_cuda_test_driver_live(ctypes.byref(out), size)
     assert status == 0, "the stand-in's LiveObjects differs from conftest.Live"
     return out.as_dict()
 
@@ -83,7 +84,8 @@ def live():
 def calls():
     """The stand-in's counts of event records, stream waits and context synchronisations."""
     out = Calls()
-    status = STAND_IN.dlpack_cuda_test_driver_calls(ctypes.byref(out), ctypes.sizeof(out))
+    size = ctypes.c_size_t(ctypes.sizeof(out))
+    status = STAND_IN.dlpack_cuda_test_driver_calls(ctypes.byref(out), size)
     assert status == 0, "the stand-in's CallCounts differs from conftest.Calls"
     return {name: getattr(out, name) for name, _ in out._fields_}
 

@@ -170,6 +170,21 @@ impl LevelZero {
             .map(|h| crate::Driver::from_raw(self.clone(), h))
             .collect())
     }
+
+    /// The driver whose handle is `handle` (a SYCL platform's native Level Zero handle, say),
+    /// among [`LevelZero::drivers`]; an error naming the known handles when there is none, so
+    /// an unknown handle is never used.
+    pub fn driver(&self, handle: sys::ze_driver_handle_t) -> Result<crate::Driver, Error> {
+        let drivers = self.drivers()?;
+        if let Some(driver) = drivers.iter().find(|d| d.raw() == handle) {
+            return Ok(driver.clone());
+        }
+        let known: Vec<String> = drivers.iter().map(|d| format!("{:p}", d.raw())).collect();
+        Err(runtime_error(format!(
+            "{handle:p} is not a driver of this Level Zero loader; its drivers are [{}]",
+            known.join(", ")
+        )))
+    }
 }
 
 /// Runs a Level Zero enumeration (`(pCount, phItems)`) twice: once for the count, once for the

@@ -35,6 +35,9 @@ pub(crate) struct ContextCore {
     /// The live queues of this context, by command list handle address, for the hooks'
     /// `make_ready` to find a consumer's queue from its `stream` number.
     pub(crate) queues: Mutex<HashMap<usize, Weak<QueueInner>>>,
+    /// Whether the last user destroys the handle: made here, not adopted
+    /// ([`Context::from_raw`]).
+    owned: bool,
 }
 
 // SAFETY: the context handle may be used from any thread (Level Zero functions are free-threaded
@@ -158,10 +161,15 @@ impl ContextCore {
 
 impl Drop for ContextCore {
     fn drop(&mut self) {
+        if !self.owned {
+            // Adopted: its maker destroys it (`Context::from_raw`).
+            return;
+        }
         // Every allocation and queue holds an `Arc<ContextCore>`, so none is left. Nothing can
         // be reported from a destructor; a failure here would mean the driver still counts an
         // object of ours.
-        // SAFETY: the handle is live and this is its last user.
+        // SAFETY: the handle is live, made by `Context::with_numbering`, and this is its last
+        // user.
         let _ = unsafe { (self.ze.api().zeContextDestroy)(self.handle) };
     }
 }
@@ -198,13 +206,7 @@ impl Context {
 
     /// A context over all devices of `driver`, numbered by `numbering`.
     pub fn with_numbering(driver: &Driver, numbering: DeviceNumbering) -> Result<Self, Error> {
-        let roots = driver.devices()?;
-        let mut sub_devices = HashMap::new();
-        for (root, device) in roots.iter().enumerate() {
-            collect_sub_devices(device, root, SUB_DEVICE_DEPTH, &mut sub_devices)?;
-        }
-        let numbers = numbering.assign(&roots, &sub_devices)?;
-        let ze = driver.level_zero().clone();
+        let ze = driver.level_zero();
         let desc = sys::ze_context_desc_t {
             stype: sys::ZE_STRUCTURE_TYPE_CONTEXT_DESC,
             pNext: core::ptr::null(),
@@ -221,6 +223,76 @@ impl Context {
                 "zeContextCreate returned success with a NULL context; expected a handle",
             ));
         }
+        Self::build(driver, numbering, handle, true)
+    }
+
+    /// Adopts a context someone else made: the native Level Zero context of a SYCL context
+    /// (`sycl::get_native<sycl::backend::ext_oneapi_level_zero>(context)`), whose USM
+    /// allocations dpctl, dpnp and PyTorch XPU export, say. Pointers are then resolved, and
+    /// memory allocated, in that very context, which is what lets Level Zero answer for the
+    /// other runtime's memory (see the type docs). The context is not destroyed when the last
+    /// clone is dropped; `driver` must be the driver it was made on (for SYCL: the platform's
+    /// native driver handle, found with [`LevelZero::driver`]).
+    ///
+    /// # Safety
+    ///
+    /// `handle` must be a context of `driver` that stays alive while the returned context, a
+    /// clone, or anything made from it ([`crate::UsmBuffer`], [`Queue`], hooks) lives.
+    ///
+    /// ```
+    /// use dlpack_oneapi::{Context, DeviceNumbering, LevelZero};
+    ///
+    /// # fn main() -> Result<(), dlpack_core::Error> {
+    /// let Ok(ze) = LevelZero::load() else { return Ok(()) }; // no Level Zero driver here
+    /// let driver = &ze.drivers()?[0];
+    /// // Here the runtime that owns the context is this crate itself; with SYCL it would be
+    /// // the SYCL context's native handle.
+    /// let runtime = Context::new(driver)?;
+    /// // SAFETY: `runtime` outlives `adopted` and everything made from it.
+    /// let adopted =
+    ///     unsafe { Context::from_raw(driver, runtime.raw(), DeviceNumbering::driver_order())? };
+    /// assert_eq!(adopted.raw(), runtime.raw());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub unsafe fn from_raw(
+        driver: &Driver,
+        handle: ze_context_handle_t,
+        numbering: DeviceNumbering,
+    ) -> Result<Self, Error> {
+        if handle.is_null() {
+            return Err(Error::NullPointer { what: "context" });
+        }
+        Self::build(driver, numbering, handle, false)
+    }
+
+    /// The context of `handle` over `driver`'s devices; `owned`: destroy the handle at the end.
+    /// An owned handle is destroyed on failure too.
+    fn build(
+        driver: &Driver,
+        numbering: DeviceNumbering,
+        handle: ze_context_handle_t,
+        owned: bool,
+    ) -> Result<Self, Error> {
+        let ze = driver.level_zero().clone();
+        let devices = driver.devices().and_then(|roots| {
+            let mut sub_devices = HashMap::new();
+            for (root, device) in roots.iter().enumerate() {
+                collect_sub_devices(device, root, SUB_DEVICE_DEPTH, &mut sub_devices)?;
+            }
+            let numbers = numbering.assign(&roots, &sub_devices)?;
+            Ok((roots, sub_devices, numbers))
+        });
+        let (roots, sub_devices, numbers) = match devices {
+            Ok(devices) => devices,
+            Err(e) => {
+                if owned {
+                    // SAFETY: the handle was just made and nothing else uses it.
+                    let _ = unsafe { (ze.api().zeContextDestroy)(handle) };
+                }
+                return Err(e);
+            }
+        };
         let n_roots = roots.len();
         let core = Arc::new(ContextCore {
             ze,
@@ -230,6 +302,7 @@ impl Context {
             numbers,
             sub_devices,
             queues: Mutex::new(HashMap::new()),
+            owned,
         });
         Ok(Context {
             inner: Arc::new(ContextInner {

@@ -125,6 +125,8 @@ const CASES: &[common::Case<Fixture>] = common::cases![Fixture;
     a_tensor_claiming_the_wrong_device_is_refused,
     sub_device_memory_exports_and_resolves_as_its_root_device,
     a_pointer_from_another_context_is_refused_as_unknown,
+    an_adopted_context_resolves_its_makers_memory_and_is_left_to_its_maker,
+    adopting_needs_a_driver_of_the_loader_and_a_context_handle,
     host_memory_claimed_as_oneapi_is_refused_as_unknown,
     a_tensor_reaching_past_its_allocation_is_refused,
     strided_device_tensors_are_copied_to_the_host_in_row_major_order,
@@ -409,6 +411,114 @@ fn a_pointer_from_another_context_is_refused_as_unknown(fx: &Fixture) {
     assert!(err.to_string().contains("or in another context"), "{err}");
     // The producer's context knows it.
     assert!(tensor.verify_device(&producer.hooks()).is_ok());
+}
+
+fn an_adopted_context_resolves_its_makers_memory_and_is_left_to_its_maker(fx: &Fixture) {
+    // Another runtime (SYCL, say) made a context and allocated device USM in it with raw calls.
+    let ze = fx.driver.level_zero();
+    let api = ze.api();
+    let contexts = fx.support.live().contexts;
+    let desc = sys::ze_context_desc_t {
+        stype: sys::ZE_STRUCTURE_TYPE_CONTEXT_DESC,
+        pNext: core::ptr::null(),
+        flags: 0,
+    };
+    let device_desc = sys::ze_device_mem_alloc_desc_t {
+        stype: sys::ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC,
+        pNext: core::ptr::null(),
+        flags: 0,
+        ordinal: 0,
+    };
+    let devices = fx.driver.devices().unwrap();
+    let mut handle = core::ptr::null_mut();
+    let mut foreign = core::ptr::null_mut();
+    // SAFETY: raw calls with valid descriptors, live handles and out-pointers; both objects are
+    // released below.
+    unsafe {
+        assert_eq!(
+            (api.zeContextCreate)(fx.driver.raw(), &desc, &mut handle),
+            sys::ZE_RESULT_SUCCESS
+        );
+        assert_eq!(
+            (api.zeMemAllocDevice)(handle, &device_desc, 64, 64, devices[1].raw(), &mut foreign),
+            sys::ZE_RESULT_SUCCESS
+        );
+    }
+    let driver = ze
+        .driver(fx.driver.raw())
+        .expect("the driver is found by its handle");
+    // SAFETY: `handle` is a context of `driver`, destroyed below after everything made from
+    // the adopted context is gone.
+    let adopted =
+        unsafe { Context::from_raw(&driver, handle, DeviceNumbering::driver_order()) }.unwrap();
+    assert_eq!(adopted.raw(), handle);
+
+    // Its maker's memory resolves in it, to the device it was allocated on.
+    let allocation = adopted.allocation_of(foreign.addr() + 8).unwrap().unwrap();
+    assert_eq!(allocation.kind, UsmKind::Device);
+    assert_eq!(allocation.range, foreign.addr()..foreign.addr() + 64);
+    let info = adopted
+        .hooks()
+        .resolve(Device::oneapi(1), foreign.addr())
+        .unwrap();
+    assert_eq!(
+        (info.device, info.kind),
+        (Device::oneapi(1), MemoryKind::Device)
+    );
+    // A context of our own does not know it.
+    assert_eq!(context(fx).allocation_of(foreign.addr()).unwrap(), None);
+
+    // What the adopted context allocates and copies lives in the maker's context.
+    let buffer =
+        UsmBuffer::from_slice(&adopted, &root(&adopted, 0), UsmKind::Device, &f32s(3)).unwrap();
+    let mut kind = sys::ze_memory_allocation_properties_t {
+        stype: sys::ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES,
+        pNext: core::ptr::null_mut(),
+        r#type: sys::ZE_MEMORY_TYPE_UNKNOWN,
+        id: 0,
+        pageSize: 0,
+    };
+    let mut owner = core::ptr::null_mut();
+    // SAFETY: live context, a pointer compared only, valid out-pointers.
+    let r = unsafe {
+        (api.zeMemGetAllocProperties)(handle, buffer.as_ptr().cast(), &mut kind, &mut owner)
+    };
+    assert_eq!(
+        (r, kind.r#type),
+        (sys::ZE_RESULT_SUCCESS, sys::ZE_MEMORY_TYPE_DEVICE)
+    );
+    assert_eq!(buffer.to_vec().unwrap(), f32s(3));
+    drop(buffer);
+
+    // Dropping the last user leaves the context to its maker, who destroys it.
+    drop(adopted);
+    assert_eq!(fx.support.live().contexts, contexts + 1);
+    // SAFETY: the maker releases its objects; nothing of ours uses them any more.
+    unsafe {
+        assert_eq!((api.zeMemFree)(handle, foreign), sys::ZE_RESULT_SUCCESS);
+        assert_eq!((api.zeContextDestroy)(handle), sys::ZE_RESULT_SUCCESS);
+    }
+}
+
+fn adopting_needs_a_driver_of_the_loader_and_a_context_handle(fx: &Fixture) {
+    let ze = fx.driver.level_zero();
+    let bogus = core::ptr::without_provenance_mut(0x1000);
+    let err = ze.driver(bogus).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("is not a driver of this Level Zero loader"),
+        "{err}"
+    );
+    // SAFETY: a NULL handle is refused before any use.
+    let err = unsafe {
+        Context::from_raw(
+            &fx.driver,
+            core::ptr::null_mut(),
+            DeviceNumbering::driver_order(),
+        )
+    }
+    .unwrap_err();
+    assert_eq!(err, Error::NullPointer { what: "context" });
 }
 
 fn host_memory_claimed_as_oneapi_is_refused_as_unknown(fx: &Fixture) {

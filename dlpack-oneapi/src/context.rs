@@ -184,8 +184,9 @@ impl Drop for ContextCore {
 /// Pointer queries answer for this context only: memory allocated in another context (another
 /// process's, another library's) is unknown here, which Level Zero reports as
 /// `ZE_MEMORY_TYPE_UNKNOWN` and the hooks as [`Error::UnknownPointer`]. DLPack carries no context,
-/// so a consumer must query in the producer's context: share one `Context` (or, with SYCL, the
-/// queue's native context) between producer and consumer.
+/// so a consumer must query in the producer's context: share one `Context` between producer and
+/// consumer, or adopt the other runtime's (a SYCL context's native handle) with
+/// [`Context::from_raw`].
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<ContextInner>,

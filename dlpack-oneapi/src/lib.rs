@@ -86,7 +86,10 @@
 //!
 //! Level Zero resolves a pointer only in the context that allocated it, and DLPack carries no
 //! context. A consumer must therefore resolve in the producer's context: both sides share one
-//! [`Context`] (with SYCL: the queue's native context). Memory from another context is
+//! [`Context`], or one side adopts the other's handle with [`Context::from_raw`] (with SYCL: the
+//! native Level Zero handle of the SYCL context, found with
+//! `sycl::get_native<sycl::backend::ext_oneapi_level_zero>`, and its platform's driver with
+//! [`LevelZero::driver`]). Memory from another context is
 //! `ZE_MEMORY_TYPE_UNKNOWN` there, which the hooks report as [`dlpack_core::Error::UnknownPointer`]
 //! instead of guessing.
 //!

@@ -46,12 +46,11 @@
 
 use dlpack_core::{Device, DeviceType};
 pub use dlpack_cuda::{CudaHooks, CudaImport};
-use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
 
 #[cfg(doc)]
 use crate::DLPackTensor;
+use crate::import::producer_device;
 use crate::{ImportOptions, from_dlpack_with, from_dlpack_writable, to_py_err};
 
 /// Takes a Python CUDA tensor (a PyTorch, CuPy or JAX GPU array, or any object with
@@ -86,27 +85,16 @@ pub unsafe fn from_dlpack_cuda_writable(
 }
 
 /// The import options of a CUDA consumer: the consumer stream for the object's device, or none
-/// for a bare capsule (its producer has already handed the tensor over) and for a device that
-/// is not CUDA (the import then fails in [`CudaImport::new`], which says why).
+/// for a bare capsule and for a device that is not CUDA (the import then fails in
+/// [`CudaImport::new`], which says why).
 fn options_for(obj: &Bound<'_, PyAny>, hooks: &CudaHooks) -> PyResult<ImportOptions> {
-    if obj.is_instance_of::<PyCapsule>() {
-        return Ok(ImportOptions::default());
-    }
-    let device = match obj.call_method0(pyo3::intern!(obj.py(), "__dlpack_device__")) {
-        Ok(answer) => {
-            let (device_type, id): (i32, i32) = answer.extract()?;
-            Device::new(DeviceType(device_type), id)
-        }
-        // No `__dlpack_device__`: the import below reports what the object lacks.
-        Err(err) if err.is_instance_of::<PyAttributeError>(obj.py()) => {
-            return Ok(ImportOptions::default());
-        }
-        Err(err) => return Err(err),
-    };
-    let stream = match device.device_type {
-        DeviceType::CUDA | DeviceType::CUDA_HOST | DeviceType::CUDA_MANAGED => {
-            Some(hooks.consumer_stream(device).map_err(to_py_err)?)
-        }
+    let stream = match producer_device(obj)? {
+        Some(
+            device @ Device {
+                device_type: DeviceType::CUDA | DeviceType::CUDA_HOST | DeviceType::CUDA_MANAGED,
+                ..
+            },
+        ) => Some(hooks.consumer_stream(device).map_err(to_py_err)?),
         _ => None,
     };
     Ok(ImportOptions {

@@ -201,6 +201,24 @@ pub fn dlpack_capsule<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
     Ok(capsule)
 }
 
+/// The device `obj` says its tensor is on (`__dlpack_device__`), for a device consumer choosing
+/// its `stream`; `None` for a bare capsule (its producer has already handed the tensor over)
+/// and for an object without `__dlpack_device__` (the import then reports what it lacks).
+#[cfg(any(feature = "cuda", feature = "oneapi"))]
+pub(crate) fn producer_device(obj: &Bound<'_, PyAny>) -> PyResult<Option<Device>> {
+    if obj.is_instance_of::<PyCapsule>() {
+        return Ok(None);
+    }
+    match obj.call_method0(intern!(obj.py(), "__dlpack_device__")) {
+        Ok(answer) => {
+            let (device_type, id): (i32, i32) = answer.extract()?;
+            Ok(Some(Device::new(DeviceType(device_type), id)))
+        }
+        Err(err) if err.is_instance_of::<PyAttributeError>(obj.py()) => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
 /// The `TypeError` for an object that has no `__dlpack__`.
 fn no_dlpack(obj: &Bound<'_, PyAny>) -> PyErr {
     let found = obj

@@ -48,6 +48,9 @@
 //! - [`register`] adds the class and the exceptions to an extension module.
 //! - Feature `cuda`: `cuda::from_dlpack_cuda`, PyTorch / CuPy / JAX GPU tensors into Rust with
 //!   the stream handshake and the CUDA driver's check of their device claim (dlpack-cuda).
+//! - Feature `oneapi`: `oneapi::from_dlpack_oneapi`, dpnp / dpctl / PyTorch XPU tensors into
+//!   Rust with Level Zero's check of their device claim, and the queue handshake for Rust USM
+//!   tensors going out (dlpack-oneapi).
 //!
 //! # Glue only
 //!
@@ -71,6 +74,8 @@ pub mod exceptions;
 mod exchange;
 mod export;
 mod import;
+#[cfg(feature = "oneapi")]
+pub mod oneapi;
 
 pub use exceptions::to_py_err;
 pub use exchange::{exchange_api, type_exchange_api};

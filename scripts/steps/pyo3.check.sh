@@ -1,13 +1,15 @@
 # dlpack-pyo3: builds the abi3 test module (without libpython) and runs its Python tests with
-# NumPy, JAX and tvm-ffi.
+# NumPy, JAX and tvm-ffi, then its CUDA tests through the libcuda stand-in and its oneAPI tests
+# through the Level Zero loader with the test driver.
 
 step "dlpack-pyo3 Python tests (abi3 extension + pytest)"
 export PYO3_PYTHON="${PYO3_PYTHON:-$ROOT/.venv/bin/python3}"
 # PYO3_BUILD_EXTENSION_MODULE: do not link libpython (the interpreter that loads the module
 # provides it). Release, so that this build never invalidates the debug one of cargo test.
-# The `cuda` feature adds the CUDA functions (dlpack-cuda loads libcuda at run time, so this
-# builds without a toolkit or driver).
-PYO3_BUILD_EXTENSION_MODULE=1 cargo build --quiet --release -p dlpack-pyo3-testmod --features cuda
+# The `cuda` and `oneapi` features add the CUDA and oneAPI functions (dlpack-cuda and
+# dlpack-oneapi load libcuda and the Level Zero loader at run time, so this builds without a
+# toolkit, loader or driver).
+PYO3_BUILD_EXTENSION_MODULE=1 cargo build --quiet --release -p dlpack-pyo3-testmod --features cuda,oneapi
 pyo3_target="${CARGO_TARGET_DIR:-$ROOT/target}"
 pyo3_ext="$pyo3_target/dlpack-pyo3-python"
 mkdir -p "$pyo3_ext"
@@ -29,6 +31,19 @@ pyo3_stand_in="$pyo3_target/debug/libdlpack_cuda_test_driver.so"
 [[ -f "$pyo3_stand_in" ]] || die "cargo build -p dlpack-cuda-test-driver produced no $pyo3_stand_in"
 DLPACK_CUDA_TEST_DRIVER="$pyo3_stand_in" DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest \
     -q -p no:cacheprovider "$ROOT/dlpack-pyo3/tests/python-stand-in"
+
+# The oneAPI path of the module (Rust USM tensors out to Python and back, the queue handshake
+# named by `stream`, what dpctl-style producers are passed, NumPy's copy to the host, device
+# claims Level Zero refutes) through Debian's Level Zero loader (oneapi.setup.sh installs it)
+# and the workspace's test driver, on any machine. A pytest process of its own: the loader
+# reads ZE_ENABLE_ALT_DRIVERS once, when the module first loads it.
+step "dlpack-pyo3 oneAPI tests through the Level Zero loader and test driver"
+quietly "build the Level Zero test driver (cargo build -p dlpack-oneapi-test-driver)" \
+    cargo build -p dlpack-oneapi-test-driver
+pyo3_ze_driver="$pyo3_target/debug/libdlpack_oneapi_test_driver.so"
+[[ -f "$pyo3_ze_driver" ]] || die "cargo build -p dlpack-oneapi-test-driver produced no $pyo3_ze_driver"
+ZE_ENABLE_ALT_DRIVERS="$pyo3_ze_driver" DLPACK_ONEAPI_TEST_DRIVER_DEVICES=2 DLPACK_TESTMOD_DIR="$pyo3_ext" \
+    .venv/bin/python -m pytest -q -p no:cacheprovider "$ROOT/dlpack-pyo3/tests/python-oneapi"
 
 # The CUDA tests with PyTorch and CuPy: only with DLPACK_TEST_CUDA=1 (on a GPU machine, where
 # they must pass); otherwise one test runs (the CUDA importer's refusals without a driver) and

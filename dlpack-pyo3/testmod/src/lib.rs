@@ -23,11 +23,16 @@
 //! - with the feature `cuda`: float32 tensors on CUDA device 0 (`cuda_f32`) and the CUDA
 //!   importer of `dlpack_pyo3::cuda` (`cuda_import_report`, `cuda_import_address`), for
 //!   `dlpack-pyo3/tests/python-gpu` and `dlpack-pyo3/tests/python-stand-in`;
+//! - with the feature `oneapi`: float32 tensors in Level Zero USM (`oneapi_f32`), queues to
+//!   name as `stream` (`OneApiQueue`) and the importer of `dlpack_pyo3::oneapi`
+//!   (`oneapi_import_report`), for `dlpack-pyo3/tests/python-oneapi`;
 //! - a deliberate leak (`leak_one_export`), which the valgrind step of
 //!   `scripts/steps/pyo3.check.sh` must find, to prove that it finds leaks.
 
 #[cfg(feature = "cuda")]
 mod cuda;
+#[cfg(feature = "oneapi")]
+mod oneapi;
 
 use std::collections::VecDeque;
 use std::ffi::{CStr, c_char, c_void};
@@ -671,5 +676,7 @@ fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(to_derived_image, m)?)?;
     #[cfg(feature = "cuda")]
     cuda::register(m)?;
+    #[cfg(feature = "oneapi")]
+    oneapi::register(m)?;
     Ok(())
 }

@@ -1,0 +1,156 @@
+//! oneAPI tensors across the Python boundary (feature `oneapi`): Level Zero USM out to dpnp,
+//! dpctl or PyTorch XPU as `kDLOneAPI`, and their tensors into Rust after Level Zero has
+//! confirmed which device owns the pointer.
+//!
+//! Out to Python, a tensor exported from a [`dlpack_oneapi::UsmBuffer`] (or a struct deriving
+//! DLPack over one) is a [`DLPackTensor`] with the context's hooks attached
+//! ([`DLPackTensor::with_hooks`]). Its `__dlpack__` then answers as a oneAPI producer does:
+//!
+//! - `stream=None` (what dpctl, dpnp and PyTorch pass, since none of them names a stream for a
+//!   oneAPI producer): no synchronisation, as dpctl reads `None`;
+//! - `stream=q` with `q` the [`Queue::stream`] number of a live queue of the context: that
+//!   queue waits, on the device, for the work on the producer device's default queue (an event
+//!   handshake, never a host wait); any other number is refused with a `ValueError`, never
+//!   handed to Level Zero as a handle. dpctl's convention, a `dpctl.SyclQueue` object, is not
+//!   an int and is refused with a `TypeError`: a SYCL queue joins only by adopting its native
+//!   command list ([`Queue::from_raw`]);
+//! - `dl_device=(1, 0)` (`np.from_dlpack(t, device="cpu")`): a copy to the host on the default
+//!   queue, or a zero-copy relabel of host USM; `copy=False` refuses to copy.
+//!
+//! Into Rust, [`from_dlpack_oneapi`] asks the object where its tensor lives
+//! (`__dlpack_device__`), calls `__dlpack__` with the consumer's queue as `stream` only when the
+//! caller names one (dpctl's `__dlpack__` raises `TypeError` for an int, and PyTorch ignores it),
+//! and has Level Zero check the tensor's claim in the hooks' context
+//! ([`ManagedTensor::verify_device`]): memory kind, owning device under the context's
+//! [`DeviceNumbering`](dlpack_oneapi::DeviceNumbering), and every reachable byte inside the
+//! allocation. A tensor that fails is deleted. After the check, host and shared USM are readable
+//! through the core's typed views; device USM through [`ManagedTensor::to_host_vec`].
+//!
+//! ```
+//! use std::sync::Arc;
+//! use dlpack_core::ManagedTensor;
+//! use dlpack_oneapi::{Context, LevelZero, UsmBuffer, UsmKind};
+//! use dlpack_pyo3::{DLPackTensor, to_py_err};
+//! use pyo3::prelude::*;
+//!
+//! Python::attach(|py| -> PyResult<()> {
+//!     // The loader is opened at run time: no loader or no driver is an error value.
+//!     let Ok(ze) = LevelZero::load() else { return Ok(()) };
+//!     let context = Context::new(&ze.drivers().map_err(to_py_err)?[0]).map_err(to_py_err)?;
+//!     let hooks = Arc::new(context.hooks());
+//!
+//!     // Rust -> Python: a consumer sees the same device memory as kDLOneAPI.
+//!     let gpu = &context.devices()[0];
+//!     let buffer = UsmBuffer::from_slice(&context, gpu, UsmKind::Device, &[1.0f32, 2.0, 3.0])
+//!         .map_err(to_py_err)?;
+//!     let tensor = ManagedTensor::export(buffer).map_err(to_py_err)?;
+//!     let object = Bound::new(py, DLPackTensor::with_hooks(tensor, hooks.clone()))?;
+//!
+//!     // Python -> Rust, here our own object back; a dpnp array works the same when its memory
+//!     // is USM of `context`.
+//!     let import = dlpack_pyo3::oneapi::from_dlpack_oneapi(object.as_any(), &hooks, None)?;
+//!     assert_eq!(import.to_host_vec::<f32>(&*hooks).map_err(to_py_err)?, [1.0, 2.0, 3.0]);
+//!     Ok(())
+//! })?;
+//! # Ok::<(), PyErr>(())
+//! ```
+//!
+//! # Contexts: what dpctl and PyTorch need
+//!
+//! Level Zero resolves a pointer in the context that allocated it, and so do the SYCL runtimes
+//! behind dpctl, dpnp and PyTorch XPU: dpctl accepts a `kDLOneAPI` tensor only when its memory
+//! is USM of the *default context* of the SYCL platform of the device numbered `device_id` in
+//! `dpctl.get_devices()`, and PyTorch only when it is *device* USM of its own context. For a
+//! Rust export to be taken by them without a copy, allocate in that context: adopt its native
+//! Level Zero handle with [`Context::from_raw`](dlpack_oneapi::Context::from_raw) (and number
+//! devices as SYCL does, [`DeviceNumbering::table`](dlpack_oneapi::DeviceNumbering::table)).
+//! For their tensors to import here, resolve in that context too. A pointer of another
+//! context is refused here as unknown ([`dlpack_core::Error::UnknownPointer`]), not guessed.
+//!
+//! # Not verified on hardware
+//!
+//! No Intel GPU and no SYCL runtime were available when this module was written. It runs in
+//! the workspace's tests through the real Level Zero loader with the workspace's test-support
+//! driver (dlpack-pyo3/tests/python-oneapi); dpctl, dpnp and PyTorch XPU themselves have not
+//! exchanged tensors with it.
+
+use dlpack_core::{DeviceType, Error, ManagedTensor, PyErrorKind};
+pub use dlpack_oneapi::{OneApiHooks, Queue};
+use pyo3::prelude::*;
+
+#[cfg(doc)]
+use crate::DLPackTensor;
+use crate::import::producer_device;
+use crate::{ImportOptions, from_dlpack_with, from_dlpack_writable, to_py_err};
+
+/// Takes a Python oneAPI tensor (a dpnp or dpctl array, a PyTorch XPU tensor, any object with
+/// `__dlpack__`, or a bare capsule) into Rust without a copy, read-only, after Level Zero has
+/// checked its device claim in the hooks' context (see the [module](self) docs).
+///
+/// `queue`: the consumer's queue, passed as `stream=queue.stream()` so that the producer orders
+/// it after its own work; only for producers that take Level Zero queues by number (this
+/// workspace's). `None` passes no `stream`, which is what dpctl, dpnp and PyTorch accept: their
+/// pending work is then the caller's to wait for (`x.sycl_queue.wait()`,
+/// `torch.xpu.synchronize()`).
+///
+/// Errors: those of [`crate::from_dlpack`]; `BufferError` for a tensor that is not on
+/// `kDLOneAPI`, whose claim Level Zero contradicts or does not know (it is deleted then), or
+/// when a Level Zero call fails.
+pub fn from_dlpack_oneapi(
+    obj: &Bound<'_, PyAny>,
+    hooks: &OneApiHooks,
+    queue: Option<&Queue>,
+) -> PyResult<ManagedTensor> {
+    let options = options_for(obj, queue)?;
+    verified(from_dlpack_with(obj, &options)?, hooks)
+}
+
+/// [`from_dlpack_oneapi`], keeping the producer's writability (for writes through the views of
+/// host and shared USM, and copies into device USM).
+///
+/// # Safety
+///
+/// As for [`from_dlpack_writable`]: while the result lives, nothing else accesses the memory
+/// other than by reading it while Rust does not write it (not Python code through the producer,
+/// not device work queued by it, and not another import of the same object).
+pub unsafe fn from_dlpack_oneapi_writable(
+    obj: &Bound<'_, PyAny>,
+    hooks: &OneApiHooks,
+    queue: Option<&Queue>,
+) -> PyResult<ManagedTensor> {
+    let options = options_for(obj, queue)?;
+    // SAFETY: forwarded contract.
+    let tensor = unsafe { from_dlpack_writable(obj, &options) }?;
+    verified(tensor, hooks)
+}
+
+/// The import options: `stream=queue.stream()` when the caller names a queue and the object's
+/// tensor is on a oneAPI device; none otherwise (a tensor elsewhere is refused by [`verified`]).
+fn options_for(obj: &Bound<'_, PyAny>, queue: Option<&Queue>) -> PyResult<ImportOptions> {
+    let stream = match (queue, producer_device(obj)?) {
+        (Some(queue), Some(device)) if device.device_type == DeviceType::ONEAPI => {
+            Some(queue.stream())
+        }
+        _ => None,
+    };
+    Ok(ImportOptions {
+        stream,
+        ..ImportOptions::default()
+    })
+}
+
+/// `tensor` after Level Zero confirmed its claim; deleted (dropped) when it did not.
+fn verified(mut tensor: ManagedTensor, hooks: &OneApiHooks) -> PyResult<ManagedTensor> {
+    let device = tensor.device();
+    if device.device_type != DeviceType::ONEAPI {
+        return Err(to_py_err(Error::Protocol {
+            kind: PyErrorKind::BufferError,
+            message: format!(
+                "the tensor is on {device}; from_dlpack_oneapi takes kDLOneAPI tensors \
+                 (oneapi:<n>), use dlpack_pyo3::from_dlpack for others"
+            ),
+        }));
+    }
+    tensor.verify_device(hooks).map_err(to_py_err)?;
+    Ok(tensor)
+}

@@ -14,8 +14,10 @@
 //!   handed to Level Zero as a handle. dpctl's convention, a `dpctl.SyclQueue` object, is not
 //!   an int and is refused with a `TypeError`: a SYCL queue joins only by adopting its native
 //!   command list ([`Queue::from_raw`]);
-//! - `dl_device=(1, 0)` (`np.from_dlpack(t, device="cpu")`): a copy to the host on the default
-//!   queue, or a zero-copy relabel of host USM; `copy=False` refuses to copy.
+//! - `dl_device=(1, 0)` (`np.from_dlpack(t, device="cpu")`): after waiting for the producer
+//!   device's default queue, host and shared USM go to the CPU without a copy (Level Zero says
+//!   which kind of USM the tensor is, since `kDLOneAPI` does not), device USM is copied on that
+//!   queue, and `copy=False` refuses to copy it.
 //!
 //! Into Rust, [`from_dlpack_oneapi`] asks the object where its tensor lives
 //! (`__dlpack_device__`), calls `__dlpack__` with the consumer's queue as `stream` only when the
@@ -24,7 +26,8 @@
 //! ([`ManagedTensor::verify_device`]): memory kind, owning device under the context's
 //! [`DeviceNumbering`](dlpack_oneapi::DeviceNumbering), and every reachable byte inside the
 //! allocation. A tensor that fails is deleted. After the check, host and shared USM are readable
-//! through the core's typed views; device USM through [`ManagedTensor::to_host_vec`].
+//! through the core's typed views; device USM through
+//! [`to_host_vec`](dlpack_core::CheckedTensor::to_host_vec).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -57,16 +60,24 @@
 //!
 //! # Contexts: what dpctl and PyTorch need
 //!
-//! Level Zero resolves a pointer in the context that allocated it, and so do the SYCL runtimes
-//! behind dpctl, dpnp and PyTorch XPU: dpctl accepts a `kDLOneAPI` tensor only when its memory
-//! is USM of the *default context* of the SYCL platform of the device numbered `device_id` in
-//! `dpctl.get_devices()`, and PyTorch only when it is *device* USM of its own context. For a
-//! Rust export to be taken by them without a copy, allocate in that context: adopt its native
-//! Level Zero handle with [`Context::from_raw`](dlpack_oneapi::Context::from_raw) (and number
-//! devices as SYCL does, [`DeviceNumbering::table`](dlpack_oneapi::DeviceNumbering::table)).
-//! For their tensors to import here, resolve in that context too. A pointer of another
-//! context is refused here as unknown ([`dlpack_core::Error::UnknownPointer`]), not guessed.
+//! DLPack carries no context, and the Level Zero specification scopes USM to the context that
+//! allocated it. dpctl accepts a `kDLOneAPI` tensor when SYCL's `get_pointer_type` knows its
+//! memory in the *default context* of the SYCL platform of the device numbered `device_id` in
+//! `dpctl.get_devices()`, and PyTorch when it is *device* USM its own context knows. Both ask
+//! `zeMemGetAllocProperties` with that context's native handle. The safe way for a Rust export
+//! to be taken by them, and for their tensors to resolve here, is to share their context: adopt
+//! its native Level Zero handle with [`Context::from_raw`](dlpack_oneapi::Context::from_raw)
+//! (found with `sycl::get_native<sycl::backend::ext_oneapi_level_zero>`; dpctl exposes no native
+//! handle to Python, so this takes a few lines of C++ beside the extension) and number devices
+//! as SYCL does ([`DeviceNumbering::table`](dlpack_oneapi::DeviceNumbering::table)).
 //!
+//! Intel's GPU driver is more lenient than the specification: its `zeMemGetAllocProperties`,
+//! `zeMemGetAddressRange` and `zeMemFree` look the pointer up in a table of the whole driver
+//! (compute-runtime's `ContextImp`, read in its source, not run), so any context of the same
+//! driver answers. The workspace's test driver follows the specification instead, which is why
+//! its tests refuse another context's pointer as unknown
+//! ([`dlpack_core::Error::UnknownPointer`]).
+
 //! # Not verified on hardware
 //!
 //! No Intel GPU and no SYCL runtime were available when this module was written. It runs in

@@ -42,7 +42,7 @@
 use core::ffi::CStr;
 
 use crate::ffi::{CAPSULE_LEGACY, CAPSULE_LEGACY_USED, CAPSULE_VERSIONED, CAPSULE_VERSIONED_USED};
-use crate::{Device, DeviceType, Error, PyErrorKind, Version};
+use crate::{Device, DeviceType, Error, MemoryKind, PyErrorKind, Version};
 
 /// The consumer's `stream` argument, interpreted by [`parse_stream`] for the device the consumer
 /// will read the data on.
@@ -304,7 +304,9 @@ impl ExportPlan {
 ///   `copy=False` is a `BufferError`; otherwise [`CopyTo`](ExportPlan::CopyTo) the CPU, which
 ///   needs the device's hook ([`ExportPlan::needs_device_runtime`]). oneAPI memory counts as
 ///   device memory here even when it is host or shared USM: only a hook's
-///   [`resolve`](crate::DeviceHooks::resolve) can tell, and a copy is always correct.
+///   [`resolve`](crate::DeviceHooks::resolve) can tell, and a copy is always correct. A
+///   producer that has asked the hook decides with [`ExportArgs::decide_for_memory`], which
+///   relabels such memory too.
 /// - any other `dl_device` (another GPU, `(kDLCPU, 1)`, ...): `BufferError` naming both
 ///   devices. The standard only requires exports to `(kDLCPU, 0)`.
 ///
@@ -322,6 +324,17 @@ pub fn plan_export(
     dl_device: Option<Device>,
     copy: Option<bool>,
 ) -> Result<ExportPlan, Error> {
+    let host_readable = tensor_device.device_type.is_host_accessible();
+    plan_export_of(tensor_device, host_readable, dl_device, copy)
+}
+
+/// [`plan_export`] for memory the host can (`host_readable`) or cannot read.
+fn plan_export_of(
+    tensor_device: Device,
+    host_readable: bool,
+    dl_device: Option<Device>,
+    copy: Option<bool>,
+) -> Result<ExportPlan, Error> {
     let target = dl_device.unwrap_or(tensor_device);
     let forced_copy = copy == Some(true);
     if target == tensor_device {
@@ -332,7 +345,7 @@ pub fn plan_export(
         });
     }
     if target == Device::CPU {
-        return if tensor_device.device_type.is_host_accessible() {
+        return if host_readable {
             Ok(if forced_copy {
                 ExportPlan::CopyTo(Device::CPU)
             } else {
@@ -432,13 +445,51 @@ impl ExportArgs {
                 sync: SyncAction::Nothing,
             });
         }
-        self.decide_in_full(tensor_device)
+        self.decide_in_full(
+            tensor_device,
+            tensor_device.device_type.is_host_accessible(),
+        )
     }
 
-    /// [`ExportArgs::decide`] without its shortcut.
-    fn decide_in_full(&self, tensor_device: Device) -> Result<ExportDecision, Error> {
+    /// [`ExportArgs::decide`] for a tensor whose memory a device hook has resolved
+    /// ([`DeviceHooks::resolve`](crate::DeviceHooks::resolve) reported `memory`): memory the
+    /// host can read on a device type that does not say so (oneAPI host and shared USM) is then
+    /// relabelled to the CPU without a copy, as pinned and managed memory are, and `copy=False`
+    /// is served; device memory is copied as before.
+    ///
+    /// ```
+    /// use dlpack_core::protocol::{ExportArgs, ExportPlan};
+    /// use dlpack_core::{Device, MemoryKind};
+    /// let to_cpu = ExportArgs { dl_device: Some(Device::CPU), ..ExportArgs::default() };
+    /// let usm = Device::oneapi(0);
+    /// assert_eq!(to_cpu.decide(usm)?.plan, ExportPlan::CopyTo(Device::CPU));
+    /// assert_eq!(
+    ///     to_cpu.decide_for_memory(usm, MemoryKind::Managed)?.plan,
+    ///     ExportPlan::Relabel(Device::CPU)
+    /// );
+    /// assert_eq!(
+    ///     to_cpu.decide_for_memory(usm, MemoryKind::Device)?.plan,
+    ///     ExportPlan::CopyTo(Device::CPU)
+    /// );
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn decide_for_memory(
+        &self,
+        tensor_device: Device,
+        memory: MemoryKind,
+    ) -> Result<ExportDecision, Error> {
+        self.decide_in_full(tensor_device, memory.is_host_accessible())
+    }
+
+    /// [`ExportArgs::decide`] without its shortcut, for memory the host can (`host_readable`)
+    /// or cannot read.
+    fn decide_in_full(
+        &self,
+        tensor_device: Device,
+        host_readable: bool,
+    ) -> Result<ExportDecision, Error> {
         let format = choose_struct(self.max_version);
-        let plan = plan_export(tensor_device, self.dl_device, self.copy)?;
+        let plan = plan_export_of(tensor_device, host_readable, self.dl_device, self.copy)?;
         let target = plan.target(tensor_device);
         let stream = parse_stream(target, self.stream)?;
         let sync = if stream == StreamRequest::NoSync || !has_streams(tensor_device) {
@@ -537,12 +588,68 @@ mod tests {
                     };
                     assert_eq!(
                         args.decide(device),
-                        args.decide_in_full(device),
+                        args.decide_in_full(device, device.device_type.is_host_accessible()),
                         "{device} with max_version {max_version:?}"
                     );
                 }
             }
         }
+    }
+
+    #[test]
+    fn deciding_for_memory_of_the_kind_the_device_type_says_changes_nothing() {
+        for copy in [None, Some(false), Some(true)] {
+            for dl_device in [None, Some(Device::CPU), Some(Device::cuda(1))] {
+                for stream in [None, Some(-1), Some(1), Some(0x1000)] {
+                    let args = ExportArgs {
+                        stream,
+                        dl_device,
+                        copy,
+                        ..ExportArgs::default()
+                    };
+                    for device_type in 0..=20 {
+                        let device = Device::new(DeviceType(device_type), 0);
+                        let said = if device.device_type.is_host_accessible() {
+                            MemoryKind::Managed
+                        } else {
+                            MemoryKind::Device
+                        };
+                        assert_eq!(
+                            args.decide_for_memory(device, said),
+                            args.decide(device),
+                            "{device}, {args:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn host_readable_oneapi_memory_is_relabelled_to_the_cpu_where_device_memory_is_copied() {
+        use ExportPlan::*;
+        let to_cpu = |copy| ExportArgs {
+            dl_device: Some(Device::CPU),
+            copy,
+            ..ExportArgs::default()
+        };
+        let plan = |args: ExportArgs, kind| args.decide_for_memory(ONEAPI, kind).map(|d| d.plan);
+        for kind in [MemoryKind::HostPinned, MemoryKind::Managed] {
+            assert_eq!(plan(to_cpu(None), kind), Ok(Relabel(Device::CPU)));
+            assert_eq!(plan(to_cpu(Some(false)), kind), Ok(Relabel(Device::CPU)));
+            assert_eq!(plan(to_cpu(Some(true)), kind), Ok(CopyTo(Device::CPU)));
+            // The host still waits for the producer's work first.
+            let sync = to_cpu(None).decide_for_memory(ONEAPI, kind).map(|d| d.sync);
+            assert_eq!(sync, Ok(SyncAction::Host));
+            // Kept on its device, nothing changes.
+            let args = ExportArgs::default();
+            assert_eq!(args.decide_for_memory(ONEAPI, kind), args.decide(ONEAPI));
+        }
+        assert_eq!(
+            plan(to_cpu(None), MemoryKind::Device),
+            Ok(CopyTo(Device::CPU))
+        );
+        assert!(plan(to_cpu(Some(false)), MemoryKind::Device).is_err());
     }
 
     const CUDA_HOST: Device = Device::new(DeviceType::CUDA_HOST, 0);

@@ -491,6 +491,19 @@ impl CheckedTensor {
     }
 
     fn verify_device(&mut self, hooks: &dyn DeviceHooks) -> Result<Option<PointerInfo>, Error> {
+        let info = self.check_device(hooks)?;
+        if info.as_ref().is_some_and(|i| i.kind.is_host_accessible()) {
+            self.host_accessible = true;
+        }
+        Ok(info)
+    }
+
+    /// Asks a device hook where the data really lives and checks the tensor's claim, as
+    /// [`ManagedTensor::verify_device`] does, without recording the answer (typed views stay as
+    /// they were): for a producer deciding how to serve a tensor, say.
+    ///
+    /// Returns what the hook reported, or `None` for a tensor without elements.
+    pub fn check_device(&self, hooks: &dyn DeviceHooks) -> Result<Option<PointerInfo>, Error> {
         let claimed = self.device();
         if !hooks.handles(claimed.device_type) {
             return Err(Error::NoHook { device: claimed });
@@ -520,9 +533,6 @@ impl CheckedTensor {
                 alloc_start: range.start,
                 alloc_end: range.end,
             });
-        }
-        if info.kind.is_host_accessible() {
-            self.host_accessible = true;
         }
         Ok(Some(info))
     }

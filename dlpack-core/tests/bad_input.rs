@@ -1261,6 +1261,28 @@ fn managed_memory_reported_by_the_hook_makes_views_work() {
 }
 
 #[test]
+fn checking_a_claim_reports_what_verifying_it_would_and_leaves_views_alone() {
+    let values = iota_f32(6);
+    let (mut t, built) = accepted(Foreign::of(&values, &[2, 3]).on(DeviceType::CUDA, 0));
+    let hooks = FakeCuda::default().real(&built, Device::cuda(0), MemoryKind::Managed);
+    let checked = t.check_device(&hooks).unwrap();
+    assert_eq!(checked.as_ref().map(|i| i.kind), Some(MemoryKind::Managed));
+    assert!(!t.is_host_accessible(), "check_device records nothing");
+    assert_eq!(t.verify_device(&hooks).unwrap(), checked);
+    assert!(t.is_host_accessible());
+    // A claim the hook refutes is refused the same way by both.
+    let elsewhere = FakeCuda::default().real(&built, Device::cuda(1), MemoryKind::Device);
+    assert_eq!(
+        t.check_device(&elsewhere).unwrap_err(),
+        Error::DeviceMismatch {
+            claimed: Device::cuda(0),
+            actual: Device::cuda(1)
+        }
+    );
+    drop_once(t, &built);
+}
+
+#[test]
 fn device_memory_stays_behind_the_hook_after_verification() {
     let (mut t, built) = accepted(Foreign::of(&iota_f32(4), &[4]).on(DeviceType::CUDA, 0));
     let hooks = FakeCuda::default().real(&built, Device::cuda(0), MemoryKind::Device);

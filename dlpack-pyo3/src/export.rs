@@ -24,7 +24,7 @@ use dlpack_core::ffi::DLTensor;
 use dlpack_core::protocol::{ExportArgs, ExportPlan, ExportStruct, SyncAction};
 use dlpack_core::{
     BorrowedTensor, CheckedTensor, DataType, DataTypeCode, Device, DeviceHooks, DeviceType, Error,
-    Export, ExportDesc, Flags, ManagedTensor, PyErrorKind, Version,
+    Export, ExportDesc, Flags, ManagedTensor, MemoryKind, PyErrorKind, Version,
 };
 use pyo3::PyClass;
 use pyo3::exceptions::PyTypeError;
@@ -787,6 +787,28 @@ fn raw_of(tensor: ManagedTensor, format: ExportStruct) -> Result<RawTensor, Erro
     })
 }
 
+/// What the hooks say the tensor's memory is, when that can change the decision: a request for
+/// the CPU (`dl_device=(1, 0)`) of a `kDLOneAPI` tensor, the one device type whose memory may be
+/// device, host or shared USM (host and shared USM are then relabelled instead of copied; every
+/// other device type says what its memory is). The hooks check the whole claim
+/// ([`CheckedTensor::check_device`]), so a relabel never hands the host memory outside a
+/// host-readable allocation. `None` otherwise, and when the check fails (the copy then reports
+/// why).
+fn resolved_kind(
+    tensor: &CheckedTensor,
+    args: &ExportArgs,
+    hooks: Option<&dyn DeviceHooks>,
+) -> Option<MemoryKind> {
+    if args.dl_device != Some(Device::CPU) || tensor.device().device_type != DeviceType::ONEAPI {
+        return None;
+    }
+    match tensor.check_device(hooks?) {
+        Ok(Some(info)) => Some(info.kind),
+        // No elements (nothing to read), or a claim the hooks refute: the general decision.
+        Ok(None) | Err(_) => None,
+    }
+}
+
 /// Carries out dlpack-core's decision for one `__dlpack__` call.
 fn serve(
     py: Python<'_>,
@@ -795,7 +817,11 @@ fn serve(
     hooks: Option<&dyn DeviceHooks>,
 ) -> PyResult<RawTensor> {
     let device = source.tensor().device();
-    let decision = args.decide(device).map_err(|err| match err.py_kind() {
+    let decision = match resolved_kind(source.tensor(), args, hooks) {
+        Some(memory) => args.decide_for_memory(device, memory),
+        None => args.decide(device),
+    };
+    let decision = decision.map_err(|err| match err.py_kind() {
         // `decide` refuses only stream values with ValueError (dlpack-core's docs).
         PyErrorKind::ValueError => stream_error(py, &err),
         _ => to_py_err(err),

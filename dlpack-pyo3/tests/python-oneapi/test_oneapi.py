@@ -160,15 +160,27 @@ def test_numpy_copies_device_usm_to_the_host_when_asked_and_refuses_otherwise(m)
         np.from_dlpack(t)
 
 
-def test_numpy_copies_host_usm_too(m):
-    """Host USM is readable in place, but `kDLOneAPI` does not say which kind of USM a tensor
-    is: the producer decides from the device type alone, and copies."""
-    t, address = m.oneapi_f32(VALUES, [12], kind="host")
-    a = np.from_dlpack(t, device="cpu")
-    assert a.__array_interface__["data"][0] != address
-    np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32))
-    with pytest.raises(BufferError, match="copy=False"):
-        np.from_dlpack(t, device="cpu", copy=False)
+@pytest.mark.parametrize("kind", ["host", "shared"])
+def test_numpy_sees_host_readable_usm_in_place(m, kind):
+    """`kDLOneAPI` does not say which kind of USM a tensor is; the producer asks Level Zero,
+    and hands host and shared USM to the CPU without a copy (device USM is copied, above)."""
+    t, address = m.oneapi_f32(VALUES, [3, 4], kind=kind)
+    for copy in (None, False):
+        a = np.from_dlpack(t, device="cpu", copy=copy)
+        assert a.__array_interface__["data"][0] == address
+        np.testing.assert_array_equal(a, np.arange(12, dtype=np.float32).reshape(3, 4))
+        del a
+    copied = np.from_dlpack(t, device="cpu", copy=True)
+    assert copied.__array_interface__["data"][0] != address
+    np.testing.assert_array_equal(copied, np.arange(12, dtype=np.float32).reshape(3, 4))
+
+
+def test_a_relabel_needs_the_whole_tensor_inside_host_readable_memory(m):
+    # Host USM of another context, which the producer's hooks do not know: no relabel, and the
+    # copy says why.
+    t, address = m.oneapi_f32(VALUES, [12], kind="host", own_context=True)
+    with pytest.raises(BufferError, match=f"{address:#x}"):
+        np.from_dlpack(t, device="cpu")
 
 
 def test_memory_of_another_context_is_refused_as_unknown(m):

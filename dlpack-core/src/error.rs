@@ -113,6 +113,22 @@ pub enum Error {
         /// The tensor's strides, in elements.
         strides: Vec<i64>,
     },
+    /// Mutable access was asked for a tensor whose data overlaps its own description (the
+    /// managed struct, the `DLTensor`, or the shape or strides array): a write through the view
+    /// would change the layout the view relies on.
+    DataOverlapsDescription {
+        /// What the data overlaps (`"managed tensor struct"`, `"shape array"`, ...).
+        what: &'static str,
+        /// First byte the tensor reaches.
+        start: usize,
+        /// One past the last byte the tensor reaches.
+        end: usize,
+    },
+    /// Memory for a copy of the tensor could not be allocated.
+    OutOfMemory {
+        /// The number of bytes asked for (more than the address space holds, when it overflows).
+        bytes: u128,
+    },
     /// A value that is not a valid bit pattern for the element type (a `bool` byte other than
     /// 0 or 1).
     InvalidValue {
@@ -216,6 +232,8 @@ pub enum PyErrorKind {
     ValueError,
     /// `TypeError`.
     TypeError,
+    /// `MemoryError`.
+    MemoryError,
 }
 
 impl Error {
@@ -223,6 +241,7 @@ impl Error {
     pub fn py_kind(&self) -> PyErrorKind {
         match self {
             Error::Protocol { kind, .. } => *kind,
+            Error::OutOfMemory { .. } => PyErrorKind::MemoryError,
             _ => PyErrorKind::BufferError,
         }
     }
@@ -303,6 +322,13 @@ impl fmt::Display for Error {
                 f,
                 "strides {strides:?} for shape {shape:?} make distinct indices share memory; mutable access refused"
             ),
+            Error::DataOverlapsDescription { what, start, end } => write!(
+                f,
+                "the data (bytes {start:#x}..{end:#x}) overlaps the tensor's own {what}; mutable access refused, since a write would change the tensor's layout"
+            ),
+            Error::OutOfMemory { bytes } => {
+                write!(f, "cannot allocate {bytes} bytes for a copy of the tensor")
+            }
             Error::InvalidValue { dtype, index, byte } => write!(
                 f,
                 "element {index} holds byte {byte:#04x}, not a valid {dtype} (expected 0 or 1)"

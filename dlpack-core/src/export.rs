@@ -12,6 +12,7 @@
 use core::alloc::Layout;
 use core::any::{Any, TypeId};
 use core::ffi::c_void;
+use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ptr::{self, NonNull};
 
@@ -354,6 +355,8 @@ pub(crate) fn export<H: Header, P: Export>(
         ptr::write_bytes(shape, 0, 2 * ndim);
         (shape, shape.add(ndim))
     };
+    // If `describe` panics, the unwinding drops the producer and frees the block.
+    let unwinding = ReleaseOnUnwind::<H, P>(raw, PhantomData);
     // SAFETY: the producer is initialised and nothing else references it; the two arrays are
     // initialised, disjoint, and disjoint from the producer. The references end with this call.
     let desc = unsafe {
@@ -363,6 +366,7 @@ pub(crate) fn export<H: Header, P: Export>(
             core::slice::from_raw_parts_mut(strides, ndim),
         )
     };
+    core::mem::forget(unwinding);
     let tensor = DLTensor {
         data: desc.data,
         device: desc.device,
@@ -383,6 +387,18 @@ pub(crate) fn export<H: Header, P: Export>(
     }
     // SAFETY: `raw` is non-null (checked after allocating) and `header` is at offset 0.
     Ok((unsafe { NonNull::new_unchecked(header) }, desc.allocation))
+}
+
+/// Releases a block whose producer's `describe` is unwinding (forgotten once it returns).
+struct ReleaseOnUnwind<H: Header, P: Export>(*mut u8, PhantomData<(H, P)>);
+
+impl<H: Header, P: Export> Drop for ReleaseOnUnwind<H, P> {
+    fn drop(&mut self) {
+        // SAFETY: alive only while `export` runs `describe` on this block, which `export::<H, P>`
+        // allocated with its prefix's `ndim` and its producer initialised; the panic ended the
+        // only borrow of the producer, and the block was never handed out.
+        unsafe { release::<H, P>(self.0, true) }
+    }
 }
 
 /// The deleter of every versioned block this crate exports.

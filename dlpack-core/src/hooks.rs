@@ -75,7 +75,24 @@ pub struct PointerInfo {
 /// [`Error::NoHook`], so a crate implements only what its runtime can do.
 ///
 /// Hooks must be callable from any thread.
-pub trait DeviceHooks: Send + Sync {
+///
+/// # Safety
+///
+/// Importers trust what [`DeviceHooks::resolve`] reports: after
+/// [`ManagedTensor::verify_device`](crate::ManagedTensor::verify_device), a tensor whose memory
+/// the hook reported as host-accessible ([`MemoryKind::is_host_accessible`]) gets typed views
+/// that read and write it in place, and a producer may hand it to CPU consumers. So an
+/// implementation must:
+///
+/// - report a host-accessible kind only for memory the host can read and write directly, and
+///   an `allocation` only when every byte of that range belongs to the allocation `address`
+///   lies in (the runtime's own answer, not a guess);
+/// - in [`DeviceHooks::copy_from_host`], write no byte outside `dst..dst + src.len()`.
+///
+/// The answers about devices and streams (`device`, [`DeviceHooks::make_ready`],
+/// [`DeviceHooks::wait_host`]) decide correctness, not memory safety, but a hook that gets them
+/// wrong hands consumers data that is not ready.
+pub unsafe trait DeviceHooks: Send + Sync {
     /// Whether this hook handles tensors that claim `device_type`.
     fn handles(&self, device_type: DeviceType) -> bool;
 

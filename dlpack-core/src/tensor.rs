@@ -372,13 +372,18 @@ impl CheckedTensor {
     }
 
     /// Copies the elements into a new row-major `Vec` (the strided gather; a single `memcpy` for
-    /// contiguous data).
+    /// contiguous data). [`Error::OutOfMemory`] if they do not fit in memory (a broadcast tensor
+    /// can describe far more elements than its memory holds).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, Error> {
-        Ok(self.view::<T>()?.to_vec())
+        self.view::<T>()?.try_to_vec()
     }
 
     /// Copies the elements into a new row-major `Vec`, through `hooks` when the memory is not
     /// host-accessible (device memory is copied to the host as one block, then gathered).
+    ///
+    /// The block is the tensor's whole byte span ([`CheckedTensor::byte_span`]), so a sparse
+    /// tensor (a column of a large matrix, say) stages more than its elements;
+    /// [`Error::OutOfMemory`] if that or the result does not fit in memory.
     pub fn to_host_vec<T: Element>(&self, hooks: &dyn DeviceHooks) -> Result<Vec<T>, Error> {
         if self.host_accessible {
             return self.to_vec();
@@ -400,7 +405,8 @@ impl CheckedTensor {
         }
         let size = core::mem::size_of::<T>();
         let count = (self.span.end - self.span.start) / size;
-        let mut staging: Vec<core::mem::MaybeUninit<T>> = Vec::with_capacity(count);
+        let mut staging: Vec<core::mem::MaybeUninit<T>> =
+            crate::view::try_vec_with_capacity(count)?;
         // SAFETY: the capacity is `count` elements; zero bytes are written before the buffer is
         // seen as bytes, so the `&mut [u8]` below covers initialised memory.
         let bytes = unsafe {
@@ -420,7 +426,7 @@ impl CheckedTensor {
         // offset from `base` that validation allowed lies inside it; bool values are checked by
         // `TensorView::new`.
         let view = unsafe { TensorView::new(base, self.shape(), self.strides(), self.elements)? };
-        Ok(view.to_vec())
+        view.try_to_vec()
     }
 
     #[inline]
@@ -472,8 +478,13 @@ impl CheckedTensor {
             .cast::<T>())
     }
 
-    /// A typed mutable view; the caller holds the owner exclusively.
-    fn view_mut<T: Element>(&self) -> Result<TensorViewMut<'_, T>, Error> {
+    /// A typed mutable view; the caller holds the owner exclusively. `header` is the address
+    /// range of the struct that holds the `DLTensor` (the managed tensor, or the `DLTensor`
+    /// itself when it stands alone).
+    fn view_mut<T: Element>(
+        &self,
+        header: core::ops::Range<usize>,
+    ) -> Result<TensorViewMut<'_, T>, Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
@@ -483,11 +494,48 @@ impl CheckedTensor {
                 strides: self.strides().to_vec(),
             });
         }
+        self.check_disjoint_from_description(header)?;
         let base = self.typed_base::<T>()?.cast_mut();
         // SAFETY: as for `view`, plus: the tensor is writable (not READ_ONLY, and its producer
-        // promised writable memory), no two indices share memory, and the caller borrows the
-        // owner mutably for the view's lifetime, so no other view of this tensor exists.
+        // promised writable memory), no two indices share memory, no element lies in the
+        // struct, shape or strides this view reads its layout from (checked just above), and the
+        // caller borrows the owner mutably for the view's lifetime, so no other view of this
+        // tensor exists.
         unsafe { TensorViewMut::new(base, self.shape(), self.strides(), self.elements) }
+    }
+
+    /// Refuses a data span that overlaps the memory the tensor's layout is read from: the struct
+    /// (`header`), the shape array, or the producer's strides array. Reading such a tensor is
+    /// harmless, but a write through a mutable view would change `ndim`, the shape, the strides
+    /// (or even the deleter), and with them the bounds the view relies on.
+    fn check_disjoint_from_description(
+        &self,
+        header: core::ops::Range<usize>,
+    ) -> Result<(), Error> {
+        let Span { start, end } = self.span;
+        if start == end {
+            return Ok(());
+        }
+        let array = |ptr: *const i64| {
+            let first = ptr.addr();
+            first..first.saturating_add(self.ndim() * core::mem::size_of::<i64>())
+        };
+        let t = self.raw();
+        let strides = if self.own_strides.is_none() {
+            array(t.strides)
+        } else {
+            0..0
+        };
+        for (what, range) in [
+            ("managed tensor struct", header),
+            ("shape array", array(t.shape)),
+            ("strides array", strides),
+        ] {
+            if range.start < end && start < range.end {
+                return Err(Error::DataOverlapsDescription { what, start, end });
+            }
+        }
+        Ok(())
     }
 
     fn verify_device(&mut self, hooks: &dyn DeviceHooks) -> Result<Option<PointerInfo>, Error> {
@@ -927,13 +975,16 @@ impl ManagedTensor {
             });
         };
         let raw = Raw::Versioned(nn);
-        // SAFETY: the version and flags prefix is readable (caller).
-        let (version, flags) = unsafe { ((*ptr).version, Flags((*ptr).flags)) };
+        // SAFETY: the version is readable (caller); this reads the field alone, through a raw
+        // place.
+        let version = unsafe { (*ptr).version };
         if !version.is_compatible() {
             // SAFETY: the caller owns the tensor; deleting it is the only legal action.
             unsafe { delete(raw) };
             return Err(Error::IncompatibleVersion { found: version });
         }
+        // SAFETY: a 1.x struct, whole and readable (caller).
+        let flags = unsafe { Flags((*ptr).flags) };
         // SAFETY: `dl_tensor` is inside the live struct, which the caller owns; the caller's
         // guarantees are those CheckedTensor::new needs, for as long as this owner lives.
         unsafe { Self::validate(raw, NonNull::from(&(*ptr).dl_tensor), version, flags, None) }
@@ -991,7 +1042,53 @@ impl ManagedTensor {
     /// indices share memory (zero strides, say), besides everything [`CheckedTensor::view`]
     /// checks.
     pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
-        self.checked.view_mut()
+        let header = match self.raw {
+            Raw::Versioned(p) => byte_range(p),
+            Raw::Legacy(p) => byte_range(p),
+        };
+        self.checked.view_mut(header)
+    }
+
+    /// Makes this owner read-only whatever the producer said: views of it are read-only from now
+    /// on, and so is every tensor handed on from it ([`ManagedTensor::into_raw`] passes the flag
+    /// on; a legacy tensor, which has no flags, is wrapped in a read-only versioned one, and
+    /// [`ManagedTensor::into_raw_legacy`] refuses it then with [`Error::LegacyReadOnly`]).
+    ///
+    /// For a consumer that lets others keep reading the memory (a shared import, as NumPy's
+    /// `from_dlpack` makes).
+    ///
+    /// ```
+    /// use dlpack_core::{Error, ManagedTensor};
+    ///
+    /// let mut t = ManagedTensor::export(vec![1i32, 2, 3])?.into_read_only()?;
+    /// assert!(t.is_read_only());
+    /// assert_eq!(t.view_mut::<i32>().unwrap_err(), Error::ReadOnly);
+    /// let raw = t.into_raw()?;
+    /// let back = unsafe { ManagedTensor::from_raw(raw) }?;
+    /// assert!(back.is_read_only());
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Only for a legacy tensor, whose wrapping allocates: as [`ManagedTensor::export`].
+    pub fn into_read_only(mut self) -> Result<Self, Error> {
+        if self.is_read_only() {
+            return Ok(self);
+        }
+        self.checked.flags |= Flags::READ_ONLY;
+        match self.raw {
+            Raw::Versioned(p) => {
+                // SAFETY: this owner holds the live struct exclusively, and its version was
+                // validated as 1.x, whose struct has the `flags` field. No view exists (`self`
+                // is owned here), so changing the struct is invisible to anyone but the next
+                // consumer, which is told the truth.
+                unsafe { (*p.as_ptr()).flags |= Flags::READ_ONLY.0 };
+                Ok(self)
+            }
+            // `describe` passes the owner's (now read-only) flags on to the wrapper.
+            Raw::Legacy(_) => ManagedTensor::export(self),
+        }
     }
 
     /// Asks a device hook where the data really lives and checks the tensor's claim: the memory
@@ -1138,6 +1235,11 @@ impl ManagedTensor {
     }
 }
 
+/// The address range of the struct behind `p`.
+fn byte_range<T>(p: NonNull<T>) -> core::ops::Range<usize> {
+    p.addr().get()..p.addr().get() + core::mem::size_of::<T>()
+}
+
 /// Calls a managed tensor's deleter, if it has one.
 ///
 /// # Safety
@@ -1145,8 +1247,10 @@ impl ManagedTensor {
 unsafe fn delete(raw: Raw) {
     match raw {
         Raw::Versioned(p) => {
-            // SAFETY: live struct (caller).
-            if let Some(deleter) = unsafe { p.as_ref().deleter } {
+            // SAFETY: live struct (caller). Only the `deleter` field is read, through a raw
+            // place: a struct of another major version guarantees the prefix up to `deleter`,
+            // not the whole 1.x struct a reference would assert.
+            if let Some(deleter) = unsafe { core::ptr::addr_of!((*p.as_ptr()).deleter).read() } {
                 // SAFETY: the owner calls the deleter once with the struct's own pointer.
                 unsafe { deleter(p.as_ptr()) }
             }
@@ -1252,7 +1356,8 @@ impl<'a> BorrowedTensor<'a> {
 
     /// A typed mutable view (see [`ManagedTensor::view_mut`]).
     pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
-        self.checked.view_mut()
+        let header = byte_range(self.checked.tensor);
+        self.checked.view_mut(header)
     }
 }
 

@@ -74,6 +74,15 @@ impl Iterator for Offsets<'_> {
 
 impl ExactSizeIterator for Offsets<'_> {}
 
+/// An empty `Vec` with room for exactly `len` elements, or [`Error::OutOfMemory`].
+pub(crate) fn try_vec_with_capacity<T>(len: usize) -> Result<Vec<T>, Error> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        bytes: len as u128 * core::mem::size_of::<T>() as u128,
+    })?;
+    Ok(out)
+}
+
 /// The offset of `index`, or `None` if it is out of bounds or of the wrong length.
 #[inline]
 fn offset_of(shape: &[i64], strides: &[i64], index: &[usize]) -> Option<isize> {
@@ -166,7 +175,17 @@ impl<'a, T: Element> Raw<'a, T> {
     }
 
     fn collect_vec(&self) -> Vec<T> {
-        let mut out = Vec::with_capacity(self.len);
+        self.gather_vec(Vec::with_capacity(self.len))
+    }
+
+    /// [`Raw::collect_vec`] with [`Error::OutOfMemory`] where the allocation fails: a broadcast
+    /// tensor (stride 0) describes far more elements than its memory holds.
+    fn try_collect_vec(&self) -> Result<Vec<T>, Error> {
+        Ok(self.gather_vec(try_vec_with_capacity(self.len)?))
+    }
+
+    /// Gathers every element into `out`, an empty `Vec` with room for `len` of them.
+    fn gather_vec(&self, mut out: Vec<T>) -> Vec<T> {
         self.gather_into(&mut out.spare_capacity_mut()[..self.len]);
         // SAFETY: `gather_into` initialised the first `len` elements.
         unsafe { out.set_len(self.len) };
@@ -260,8 +279,20 @@ macro_rules! shared_methods {
 
         /// Copies the elements into a new row-major `Vec`. Contiguous runs are copied with
         /// `memcpy`; transposed layouts in cache-sized tiles.
+        ///
+        /// # Panics
+        ///
+        /// As `Vec::with_capacity` does, when the elements do not fit in memory: a broadcast
+        /// view (stride 0) can describe far more elements than its memory holds. Use
+        /// [`Self::try_to_vec`] to get [`Error::OutOfMemory`] instead.
         pub fn to_vec(&self) -> Vec<T> {
             self.raw.collect_vec()
+        }
+
+        /// [`Self::to_vec`], with [`Error::OutOfMemory`] when the elements do not fit in
+        /// memory instead of a panic or an abort.
+        pub fn try_to_vec(&self) -> Result<Vec<T>, Error> {
+            self.raw.try_collect_vec()
         }
 
         /// Copies the elements, row-major, into `dst`, which must hold exactly `len()` of them

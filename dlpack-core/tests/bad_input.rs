@@ -1036,7 +1036,11 @@ impl FakeCuda {
     }
 }
 
-impl DeviceHooks for FakeCuda {
+// SAFETY: a test hook. `real` regions are the fixture's readable buffers, reported with the
+// fixture's own range as the allocation. One test reports an unreadable `fake` region as pinned
+// host memory, to check that the importer refuses a CUDA claim for it (a kind mismatch): the
+// import fails before any view exists, so nothing reads it. `copy_to_host` writes only `dst`.
+unsafe impl DeviceHooks for FakeCuda {
     fn handles(&self, device_type: DeviceType) -> bool {
         device_type == DeviceType::CUDA
     }
@@ -1520,4 +1524,259 @@ fn a_null_deleter_tensor_is_never_deleted_by_the_owner() {
     assert_eq!(built.deletes(), 0);
     // SAFETY: as above.
     unsafe { built.free() };
+}
+
+// --- data that overlaps the tensor's own description -----------------------------------------
+
+/// A versioned tensor that a test lays out by hand in one heap block: the struct, its shape and
+/// strides arrays, and a data buffer, so that the data can be made to overlap the others.
+#[repr(C)]
+struct SelfContained {
+    managed: DLManagedTensorVersioned,
+    shape: [i64; 1],
+    strides: [i64; 1],
+    data: [i64; 4],
+}
+
+static SELF_CONTAINED_DELETES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// # Safety
+/// `tensor` came from `self_contained` and is deleted once.
+unsafe extern "C" fn delete_self_contained(tensor: *mut DLManagedTensorVersioned) {
+    SELF_CONTAINED_DELETES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: made by `Box::into_raw` of a `SelfContained`, whose first field is the struct.
+    drop(unsafe { Box::from_raw(tensor.cast::<SelfContained>()) });
+}
+
+/// A 1-d i64 tensor of 3 elements, stride 1, whose data starts `offset` bytes into the block
+/// (8-aligned, with room for 3 elements before the block ends).
+fn self_contained(offset: usize) -> ManagedTensor {
+    assert!(offset.is_multiple_of(8) && offset + 24 <= size_of::<SelfContained>());
+    let block = Box::into_raw(Box::new(SelfContained {
+        managed: DLManagedTensorVersioned {
+            version: Version::CURRENT,
+            manager_ctx: ptr::null_mut(),
+            deleter: Some(delete_self_contained),
+            flags: 0,
+            dl_tensor: dlpack_core::ffi::DLTensor {
+                data: ptr::null_mut(),
+                device: Device::CPU,
+                ndim: 1,
+                dtype: DataType::I64,
+                shape: ptr::null_mut(),
+                strides: ptr::null_mut(),
+                byte_offset: 0,
+            },
+        },
+        shape: [3],
+        strides: [1],
+        data: [1, 10, 20, 30],
+    }));
+    // SAFETY: `block` is a live, exclusively owned allocation; only field addresses are taken
+    // (the data's is inside the block, asserted above) and the tensor's pointer fields written.
+    unsafe {
+        let t = &raw mut (*block).managed.dl_tensor;
+        (*t).shape = (&raw mut (*block).shape).cast();
+        (*t).strides = (&raw mut (*block).strides).cast();
+        (*t).data = block.cast::<u8>().add(offset).cast();
+    }
+    // SAFETY: a well-formed 1.x tensor that the test owns; every element it reaches lies in the
+    // block, which lives until its deleter runs.
+    unsafe { ManagedTensor::from_raw(block.cast()) }.expect("a well-formed tensor")
+}
+
+#[test]
+fn view_mut_refuses_data_that_overlaps_the_strides_or_the_struct() {
+    SELF_CONTAINED_DELETES.store(0, std::sync::atomic::Ordering::SeqCst);
+    // The data starts at the strides array: a write to element 0 would rewrite the stride.
+    let mut t = self_contained(std::mem::offset_of!(SelfContained, strides));
+    let err = t.view_mut::<i64>().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DataOverlapsDescription {
+                what: "strides array",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    says(
+        &err,
+        &["overlaps", "strides array", "mutable access refused"],
+    );
+    // Reading is harmless: nothing writes.
+    assert_eq!(t.view::<i64>().unwrap().to_vec(), [1, 1, 10]);
+    drop(t);
+
+    // The data starts at the shape array.
+    let mut t = self_contained(std::mem::offset_of!(SelfContained, shape));
+    let err = t.view_mut::<i64>().unwrap_err();
+    assert!(matches!(
+        err,
+        Error::DataOverlapsDescription {
+            what: "shape array",
+            ..
+        }
+    ));
+    drop(t);
+
+    // The data lies over the struct itself (its `ndim` and dtype, and beyond).
+    let mut t = self_contained(std::mem::offset_of!(SelfContained, managed.dl_tensor.ndim));
+    let err = t.view_mut::<i64>().unwrap_err();
+    assert!(matches!(
+        err,
+        Error::DataOverlapsDescription {
+            what: "managed tensor struct",
+            ..
+        }
+    ));
+    drop(t);
+
+    // The data right after the arrays: writable as usual.
+    let mut t = self_contained(std::mem::offset_of!(SelfContained, data));
+    t.view_mut::<i64>()
+        .unwrap()
+        .copy_from_slice(&[7, 8, 9])
+        .unwrap();
+    assert_eq!(t.to_vec::<i64>().unwrap(), [7, 8, 9]);
+    drop(t);
+    assert_eq!(
+        SELF_CONTAINED_DELETES.load(std::sync::atomic::Ordering::SeqCst),
+        4
+    );
+}
+
+// --- a future major version whose struct is smaller than 1.x's --------------------------------
+
+/// What DLPack promises of every major version: the prefix up to `deleter` (and `flags`).
+#[repr(C)]
+struct FuturePrefix {
+    version: Version,
+    manager_ctx: *mut std::ffi::c_void,
+    deleter: Option<unsafe extern "C" fn(*mut DLManagedTensorVersioned)>,
+}
+
+static FUTURE_DELETES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// # Safety
+/// `tensor` came from `Box::into_raw` of a `FuturePrefix` and is deleted once.
+unsafe extern "C" fn delete_future(tensor: *mut DLManagedTensorVersioned) {
+    FUTURE_DELETES.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: see above.
+    drop(unsafe { Box::from_raw(tensor.cast::<FuturePrefix>()) });
+}
+
+#[test]
+fn a_major_version_2_struct_shorter_than_1_x_is_deleted_reading_only_its_prefix() {
+    let block = Box::into_raw(Box::new(FuturePrefix {
+        version: Version::new(2, 0),
+        manager_ctx: ptr::null_mut(),
+        deleter: Some(delete_future),
+    }));
+    // SAFETY: the contract for another major version: version and deleter readable, owned.
+    // Miri checks that nothing past the prefix (24 bytes here) is read or asserted readable.
+    let err = unsafe { ManagedTensor::from_raw(block.cast()) }.unwrap_err();
+    assert_eq!(
+        err,
+        Error::IncompatibleVersion {
+            found: Version::new(2, 0)
+        }
+    );
+    assert_eq!(FUTURE_DELETES.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+// --- copies of a broadcast tensor that do not fit in memory ------------------------------------
+
+#[test]
+fn copying_a_broadcast_tensor_too_large_for_memory_is_an_error_not_a_panic() {
+    // One element seen 2^62 times: a valid tensor (a 4-byte span) whose copy cannot exist.
+    let (t, built) = accepted(Foreign::of(&[1.0f32], &[1 << 62]).with_strides(&[0]));
+    assert_eq!(t.view::<f32>().unwrap().len(), 1 << 62);
+    let err = t.to_vec::<f32>().unwrap_err();
+    assert_eq!(err, Error::OutOfMemory { bytes: 4 << 62 });
+    says(&err, &["cannot allocate", "18446744073709551616 bytes"]);
+    assert_eq!(err.py_kind(), dlpack_core::PyErrorKind::MemoryError);
+    let err = t.view::<f32>().unwrap().try_to_vec().unwrap_err();
+    assert_eq!(err, Error::OutOfMemory { bytes: 4 << 62 });
+    drop_once(t, &built);
+}
+
+#[test]
+// Miri stops at an allocation this large (resource exhaustion) instead of failing it; the
+// native run checks that the failure comes back as an error.
+#[cfg_attr(miri, ignore = "Miri cannot fail a 4 EiB allocation")]
+fn staging_a_device_tensor_whose_span_does_not_fit_in_memory_is_an_error_not_an_abort() {
+    // Two f64 elements 2^59 elements apart on a (fake) device: the host copy stages the span.
+    let (t, built) = accepted(
+        Foreign::new(DataType::F64, &[2])
+            .with_strides(&[1 << 59])
+            .on(DeviceType::CUDA, 0)
+            .data(Data::Fake(FAKE)),
+    );
+    let hooks = FakeCuda::default();
+    let err = t.to_host_vec::<f64>(&hooks).unwrap_err();
+    assert!(matches!(err, Error::OutOfMemory { .. }), "{err:?}");
+    assert!(hooks.copies().is_empty(), "nothing is copied");
+    drop_once(t, &built);
+}
+
+// --- a producer whose `describe` panics --------------------------------------------------------
+
+static PANICKING_DROPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+struct PanicsInDescribe(#[allow(dead_code)] Vec<u8>);
+
+impl Drop for PanicsInDescribe {
+    fn drop(&mut self) {
+        PANICKING_DROPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// SAFETY: `describe` never returns, so no description is ever used.
+unsafe impl dlpack_core::Export for PanicsInDescribe {
+    fn ndim(&self) -> usize {
+        1
+    }
+    fn describe(&mut self, _: &mut [i64], _: &mut [i64]) -> dlpack_core::ExportDesc {
+        panic!("describe failed");
+    }
+}
+
+#[test]
+fn a_producer_whose_describe_panics_is_dropped_once_and_its_block_freed() {
+    let result = panic::catch_unwind(|| ManagedTensor::export(PanicsInDescribe(vec![0; 64])));
+    assert!(result.is_err());
+    assert_eq!(PANICKING_DROPS.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+// --- a consumer that makes an import read-only ------------------------------------------------
+
+#[test]
+fn into_read_only_restricts_views_and_what_is_handed_on() {
+    let built = Foreign::of(&[1i32, 2, 3], &[3]).build();
+    let t = import(&built).unwrap().into_read_only().unwrap();
+    let mut t = t;
+    assert_eq!(t.view_mut::<i32>().unwrap_err(), Error::ReadOnly);
+    assert_eq!(t.to_vec::<i32>().unwrap(), [1, 2, 3]);
+    // Handed on, the struct itself says so.
+    let raw = t.into_raw().unwrap();
+    // SAFETY: handed back by `into_raw`, owned here.
+    let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    assert!(t.is_read_only());
+    assert_eq!(built.deletes(), 0);
+    drop_once(t, &built);
+
+    // Our own legacy export is writable; made read-only it is wrapped in a versioned tensor.
+    let raw = ManagedTensor::export(vec![5u8, 6])
+        .unwrap()
+        .into_raw_legacy()
+        .unwrap();
+    // SAFETY: a legacy tensor this crate just exported, owned here.
+    let t = unsafe { ManagedTensor::from_raw_legacy(raw) }.unwrap();
+    assert!(!t.is_read_only());
+    let t = t.into_read_only().unwrap();
+    assert!(t.is_read_only() && !t.is_legacy());
+    assert_eq!(t.into_raw_legacy().unwrap_err(), Error::LegacyReadOnly);
 }

@@ -168,7 +168,13 @@ impl<D: Driver> HookLogic<D> {
     }
 }
 
-impl<D: Driver> DeviceHooks for HookLogic<D> {
+// SAFETY: `resolve` reports what the driver's `cuPointerGetAttributes` says (`classify`):
+// a host-accessible kind only for memory the driver reports as host (pinned) or managed
+// memory, which the host reads and writes in place, and the allocation range the driver reports
+// for the pointer. `copy_from_host` copies exactly `src.len()` bytes to `dst` through the driver.
+// `Driver` is crate-private: its implementations are the real driver and the unit tests' fake,
+// whose "device" allocations are all host memory it owns.
+unsafe impl<D: Driver> DeviceHooks for HookLogic<D> {
     fn handles(&self, device_type: DeviceType) -> bool {
         is_cuda(device_type)
     }
@@ -295,7 +301,9 @@ impl CudaHooks {
     }
 }
 
-impl DeviceHooks for CudaHooks {
+// SAFETY: every method forwards to `HookLogic` over the real driver, whose answers are the
+// driver's own (see its impl).
+unsafe impl DeviceHooks for CudaHooks {
     fn handles(&self, device_type: DeviceType) -> bool {
         self.logic.handles(device_type)
     }

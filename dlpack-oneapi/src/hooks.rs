@@ -65,7 +65,12 @@ impl OneApiHooks {
     }
 }
 
-impl DeviceHooks for OneApiHooks {
+// SAFETY: `resolve` reports what Level Zero's `zeMemGetAllocProperties` and
+// `zeMemGetAddressRange` say about the pointer in the hooks' context: host and shared USM (the
+// host-accessible kinds) are readable and writable by the host in place, and the range is the
+// allocation the runtime reports. `copy_from_host` copies exactly `src.len()` bytes to `dst`
+// through a Level Zero command list.
+unsafe impl DeviceHooks for OneApiHooks {
     fn handles(&self, device_type: DeviceType) -> bool {
         device_type == DeviceType::ONEAPI
     }

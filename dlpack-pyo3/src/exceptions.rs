@@ -13,7 +13,8 @@
 //! module so that Python code can name them.
 
 use dlpack_core::{Error, PyErrorKind};
-use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyType};
@@ -38,6 +39,7 @@ pub fn to_py_err(err: Error) -> PyErr {
         PyErrorKind::BufferError => PyBufferError::new_err(message),
         PyErrorKind::ValueError => PyValueError::new_err(message),
         PyErrorKind::TypeError => PyTypeError::new_err(message),
+        PyErrorKind::MemoryError => PyMemoryError::new_err(message),
     }
 }
 

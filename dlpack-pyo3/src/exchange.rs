@@ -98,6 +98,7 @@ fn kind_name(kind: PyErrorKind) -> &'static CStr {
         PyErrorKind::BufferError => c"BufferError",
         PyErrorKind::ValueError => c"ValueError",
         PyErrorKind::TypeError => c"TypeError",
+        PyErrorKind::MemoryError => c"MemoryError",
     }
 }
 

@@ -1131,7 +1131,8 @@ pub(crate) fn host_copy(
 /// The hooks of a producer that has none: they handle no device.
 struct NoHooks;
 
-impl DeviceHooks for NoHooks {
+// SAFETY: every method keeps its default: nothing is handled, resolved or copied.
+unsafe impl DeviceHooks for NoHooks {
     fn handles(&self, _device_type: DeviceType) -> bool {
         false
     }

@@ -130,7 +130,9 @@ fn log_hook(entry: String) {
 /// that only [`from_bytes`] makes. They log each call.
 struct FakeDeviceHooks;
 
-impl DeviceHooks for FakeDeviceHooks {
+// SAFETY: `resolve` reports device memory only (never host-accessible) and no allocation; no
+// `copy_from_host` is implemented.
+unsafe impl DeviceHooks for FakeDeviceHooks {
     fn handles(&self, device_type: DeviceType) -> bool {
         device_type != DeviceType::CPU
     }

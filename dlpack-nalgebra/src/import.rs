@@ -637,8 +637,11 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
     let (nrows, ncols) = (layout.nrows, layout.ncols);
     if layout.is_vector_like() {
         // At most one row or column: row-major order (core's gather) is column-major order.
-        return Ok(DMatrix::from_vec(nrows, ncols, view.to_vec()));
+        return Ok(DMatrix::from_vec(nrows, ncols, view.try_to_vec()?));
     }
+    // nalgebra allocates the copies below itself, and aborts if it cannot: make sure first
+    // that it can (a broadcast tensor describes far more elements than its memory holds).
+    room_for::<T>(view.len())?;
     if let Ok(cs) = layout.unit_rows(ROW_STRIDE) {
         // SAFETY: `view` is a core view that outlives this call; `cs` from `unit_rows`.
         return Ok(unsafe { matrix_view_parts(view.as_ptr(), &layout, cs) }.clone_owned());
@@ -660,7 +663,17 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
 /// Copies a 1-d tensor of any stride (negative and zero included) into a new `DVector`.
 pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVector<T>, Error> {
     Layout::vector(view.shape(), view.strides())?;
-    Ok(DVector::from_vec(view.to_vec()))
+    Ok(DVector::from_vec(view.try_to_vec()?))
+}
+
+/// [`Error::OutOfMemory`] unless `len` elements of `T` can be allocated right now (the space is
+/// allocated and freed at once: the operating system commits no page of it).
+fn room_for<T>(len: usize) -> Result<(), Error> {
+    Vec::<T>::new()
+        .try_reserve_exact(len)
+        .map_err(|_| Error::OutOfMemory {
+            bytes: len as u128 * core::mem::size_of::<T>() as u128,
+        })
 }
 
 /// Turns a tensor into an owned `DMatrix`, without a copy when it can:

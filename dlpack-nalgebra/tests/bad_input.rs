@@ -379,3 +379,21 @@ fn invalid_bool_bytes_are_refused_before_any_view_exists() {
     );
     drop_once(tensor, &built);
 }
+
+#[test]
+fn copying_a_broadcast_tensor_too_large_for_memory_is_an_error() {
+    // Valid and viewable (a 4-byte span), but no copy of 2^62 (or 2^31 x 2^31) elements fits.
+    let expected = Error::OutOfMemory { bytes: 4 << 62 };
+    let column = Foreign::of(&[1.0f32], &[1 << 62]).with_strides(&[0]);
+    consumed_with_error(&column, into_dvector::<f32>, &expected);
+    consumed_with_error(&column, into_dmatrix::<f32>, &expected);
+    let square = Foreign::of(&[1.0f32], &[1 << 31, 1 << 31]).with_strides(&[0, 0]);
+    consumed_with_error(&square, into_dmatrix::<f32>, &expected);
+    let built = square.build();
+    let tensor = import(&built);
+    assert_eq!(
+        to_dmatrix(tensor.view::<f32>().unwrap()).unwrap_err(),
+        expected
+    );
+    drop_once(tensor, &built);
+}

@@ -243,3 +243,18 @@ fn errors_say_what_was_found_and_what_was_expected() {
     let copy: Array2<f32> = tensor.to_array().unwrap();
     assert_eq!(copy.len(), 6);
 }
+
+#[test]
+fn copying_a_broadcast_tensor_too_large_for_memory_is_an_error() {
+    // One element seen 2^62 times: valid, and viewable, but no copy of it fits in memory.
+    let foreign = Foreign::of(&[1.0f32], &[1 << 62]).with_strides(&[0]);
+    let (tensor, deletes) = import(foreign.clone());
+    assert_eq!(tensor.as_array_view::<f32, Ix1>().unwrap().len(), 1 << 62);
+    let expected = Error::OutOfMemory { bytes: 4 << 62 };
+    assert_eq!(tensor.to_array::<f32, Ix1>().unwrap_err(), expected);
+    drop(tensor);
+    assert_eq!(deletes.load(Ordering::SeqCst), 1);
+    let (tensor, deletes) = import(foreign);
+    assert_eq!(tensor.into_array::<f32, Ix1>().unwrap_err(), expected);
+    assert_eq!(deletes.load(Ordering::SeqCst), 1);
+}

@@ -170,12 +170,16 @@ fn self_bound(input: &Input<'_>) -> Option<TokenStream> {
     Some(q! { #ident #ty_generics: ::core::marker::Send + 'static })
 }
 
-/// The where clause of an impl: the struct's own predicates, then `bounds`.
+/// The where clause of an impl: the struct's own predicates, then `bounds`, each once (a shape
+/// and strides of the same type need one `Dims` predicate: a repeated one would set off clippy's
+/// `type_repetition_in_bounds` in the user's crate).
 fn where_clause(generics: &syn::Generics, bounds: &[TokenStream]) -> TokenStream {
     let own = generics
         .where_clause
         .iter()
         .flat_map(|clause| clause.predicates.iter());
+    let mut seen = std::collections::HashSet::new();
+    let bounds = bounds.iter().filter(|bound| seen.insert(bound.to_string()));
     q! { where #(#own,)* #(#bounds,)* }
 }
 
@@ -401,8 +405,17 @@ fn give_vec_body(parts: &Parts<'_>) -> TokenStream {
             }
             let mut __strides = <[::core::primitive::i64]>::repeat(&[0], __ndim);
             <#ty as #k::Dims>::write_dims(&self.#member, &mut __strides);
-            if __strides != __row_major {
-                return;
+            // Exactly the compact row-major strides of the sizes, as an export without strides
+            // would write them.
+            let mut __step: ::core::primitive::i64 = 1;
+            let mut __axis = __ndim;
+            while __axis > 0 {
+                __axis -= 1;
+                if __strides[__axis] != __step {
+                    return;
+                }
+                let __size = __sizes[__axis];
+                __step = __step.saturating_mul(if __size > 1 { __size } else { 1 });
             }
         }
     });
@@ -410,16 +423,10 @@ fn give_vec_body(parts: &Parts<'_>) -> TokenStream {
         #offset
         let __ndim = <#shape_ty as #k::Dims>::ndim(&self.#shape);
         let mut __sizes = <[::core::primitive::i64]>::repeat(&[0], __ndim);
-        let mut __row_major = <[::core::primitive::i64]>::repeat(&[0], __ndim);
-        // Without strides, `describe_buffer` writes the sizes and their row-major strides.
-        let _ = #k::describe_buffer(
-            &mut self.#data,
-            &self.#shape,
-            ::core::option::Option::None::<&[::core::primitive::i64; 0]>,
-            0,
-            &mut __sizes,
-            &mut __row_major,
-        );
+        // The sizes alone: nothing here may touch the buffer's elements (not even take a
+        // pointer to them through `&mut`), which the exported tensor still points to if the
+        // `Vec` stays where it is.
+        <#shape_ty as #k::Dims>::write_dims(&self.#shape, &mut __sizes);
         #strides
         let mut __elements: ::core::primitive::usize = 1;
         for &__size in &__sizes {

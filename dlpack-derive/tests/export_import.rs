@@ -1,6 +1,9 @@
 //! What a derived struct does at run time: it exports without a copy, comes back without a copy,
 //! copies from other producers' tensors, and refuses what does not fit, with dlpack-core's
 //! typed errors. Runs under Miri too.
+// The generated where clauses name each bound once (`cargo clippy --all-targets` checks this
+// nursery lint here, where a shape and strides share a type).
+#![deny(clippy::type_repetition_in_bounds)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,6 +53,17 @@ struct Fixed<T: Element, const N: usize> {
     data: Vec<T>,
     #[dlpack(shape)]
     shape: [u32; N],
+}
+
+/// Shape and strides of one generic type.
+#[derive(DLPack, Debug)]
+struct SameDims<T: Element, S> {
+    #[dlpack(data)]
+    data: Vec<T>,
+    #[dlpack(shape)]
+    shape: S,
+    #[dlpack(strides)]
+    strides: S,
 }
 
 /// A tuple struct: the attributes say which field is which.
@@ -530,6 +544,33 @@ fn into_vec_leaves_a_struct_whose_tensor_is_part_of_its_buffer() -> Result<(), E
         &[9, 0, 1, 2, 3],
         "still all there, reclaimed"
     );
+
+    // A boxed buffer declined after its sizes or strides were looked at: deciding must not
+    // touch the elements (a `&mut` to a `Box<[T]>`'s slice would invalidate the tensor's data
+    // pointer, which Miri checks below by reading through it).
+    for (values, strides) in [
+        (vec![0, 1, 2, 3, 4], vec![2, 1]), // a part of the buffer
+        (vec![0, 1, 2, 3], vec![1, 2]),    // the whole buffer, transposed
+    ] {
+        let declined = Strided {
+            values: values.into_boxed_slice(),
+            shape: vec![2, 2],
+            strides,
+            offset: 0,
+            device: Device::CPU,
+            name: String::new(),
+        };
+        let transposed = declined.strides[0] == 1;
+        let tensor = ManagedTensor::export(declined)?
+            .into_vec::<i32>()
+            .unwrap_err();
+        let expected = if transposed {
+            [0, 2, 1, 3]
+        } else {
+            [0, 1, 2, 3]
+        };
+        assert_eq!(tensor.view::<i32>()?.to_vec(), expected);
+    }
     Ok(())
 }
 
@@ -679,5 +720,19 @@ fn an_empty_tensor_round_trips() -> Result<(), Error> {
             dims: [0, 4]
         }
     );
+    Ok(())
+}
+
+#[test]
+fn a_shape_and_strides_of_one_generic_type_round_trip() -> Result<(), Error> {
+    let transposed = SameDims {
+        data: vec![0u8, 1, 2, 3, 4, 5],
+        shape: [3usize, 2],
+        strides: [1usize, 3],
+    };
+    let tensor = ManagedTensor::export(transposed)?;
+    assert_eq!(tensor.view::<u8>()?.to_vec(), [0, 3, 1, 4, 2, 5]);
+    let back = SameDims::<u8, [usize; 2]>::try_from(tensor)?;
+    assert_eq!((back.shape, back.strides), ([3, 2], [1, 3]));
     Ok(())
 }

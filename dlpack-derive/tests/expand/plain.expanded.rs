@@ -33,15 +33,7 @@ const _: () = {
         fn give_vec(&mut self, __slot: &mut dyn ::core::any::Any) {
             let __ndim = <[usize; 2] as __dlpack::Dims>::ndim(&self.dims);
             let mut __sizes = <[::core::primitive::i64]>::repeat(&[0], __ndim);
-            let mut __row_major = <[::core::primitive::i64]>::repeat(&[0], __ndim);
-            let _ = __dlpack::describe_buffer(
-                &mut self.values,
-                &self.dims,
-                ::core::option::Option::None::<&[::core::primitive::i64; 0]>,
-                0,
-                &mut __sizes,
-                &mut __row_major,
-            );
+            <[usize; 2] as __dlpack::Dims>::write_dims(&self.dims, &mut __sizes);
             let mut __elements: ::core::primitive::usize = 1;
             for &__size in &__sizes {
                 let ::core::result::Result::Ok(__size) = <::core::primitive::usize as ::core::convert::TryFrom<

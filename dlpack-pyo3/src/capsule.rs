@@ -15,7 +15,6 @@
 use core::ffi::{CStr, c_void};
 use core::ptr::NonNull;
 
-use dlpack_core::Flags;
 use dlpack_core::ManagedTensor;
 use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use dlpack_core::protocol::{ExportStruct, accept_capsule_name};
@@ -80,11 +79,9 @@ impl RawTensor {
     /// Validates the tensor into its owner ([`ManagedTensor::from_raw`] or
     /// [`ManagedTensor::from_raw_legacy`]); on failure the deleter has been called.
     ///
-    /// With `writable == false`, the result is read-only whatever the producer said: a versioned
-    /// tensor gets `READ_ONLY` set in its flags (the consumer owns the struct now, and DLPack does
-    /// not forbid it to write the field), and a writable legacy tensor (only this workspace's own
-    /// exports import writable, see [`ManagedTensor::from_raw_legacy`]) is wrapped in a read-only
-    /// versioned one.
+    /// With `writable == false`, the result is read-only whatever the producer said
+    /// ([`ManagedTensor::into_read_only`], after validation: nothing is written into a struct
+    /// whose version has not been checked, nor into one that is read-only already).
     ///
     /// # Safety
     /// The caller owns the live tensor, and it satisfies the conditions of
@@ -94,25 +91,17 @@ impl RawTensor {
     /// read-only).
     pub(crate) unsafe fn into_managed(self, writable: bool) -> PyResult<ManagedTensor> {
         let tensor = match self {
-            RawTensor::Versioned(p) => {
-                if !writable {
-                    // SAFETY: the caller owns the live struct; `flags` sits in the prefix that is
-                    // the same in every major version, so writing it is in bounds whatever the
-                    // version turns out to be.
-                    unsafe { (*p.as_ptr()).flags |= Flags::READ_ONLY.0 };
-                }
-                // SAFETY: forwarded contract: owned, live, well-formed, and (with READ_ONLY set
-                // unless `writable`) nobody else writes the data while views exist.
-                unsafe { ManagedTensor::from_raw(p.as_ptr()) }
-            }
-            // SAFETY: as above; the wrapper below makes a writable result read-only.
+            // SAFETY: forwarded contract: owned, live, well-formed; unless `writable`, the
+            // result is made read-only below before anyone can view it.
+            RawTensor::Versioned(p) => unsafe { ManagedTensor::from_raw(p.as_ptr()) },
+            // SAFETY: as above.
             RawTensor::Legacy(p) => unsafe { ManagedTensor::from_raw_legacy(p.as_ptr()) },
         }
         .map_err(to_py_err)?;
-        if writable || tensor.is_read_only() {
+        if writable {
             Ok(tensor)
         } else {
-            ManagedTensor::export(crate::export::Reexport::read_only(tensor)).map_err(to_py_err)
+            tensor.into_read_only().map_err(to_py_err)
         }
     }
 }

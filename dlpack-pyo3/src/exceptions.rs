@@ -77,6 +77,19 @@ pub fn capsule_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     )
 }
 
+/// The `__module__` of the classes until [`crate::register`] adds them to a module.
+const UNREGISTERED: &str = "dlpack_pyo3";
+
+/// Makes `module` the home of `ty` (its `__module__`), unless another module already is.
+pub(crate) fn adopt(ty: &Bound<'_, PyType>, module: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = ty.py();
+    let current = ty.getattr(intern!(py, "__module__"))?;
+    if current.eq(UNREGISTERED)? {
+        ty.setattr(intern!(py, "__module__"), module.name()?)?;
+    }
+    Ok(())
+}
+
 fn compat_type<'py>(
     py: Python<'py>,
     cell: &'static PyOnceLock<Py<PyType>>,
@@ -86,7 +99,7 @@ fn compat_type<'py>(
 ) -> PyResult<&'py Bound<'py, PyType>> {
     let ty = cell.get_or_try_init(py, || -> PyResult<Py<PyType>> {
         let namespace = PyDict::new(py);
-        namespace.set_item("__module__", "dlpack_pyo3")?;
+        namespace.set_item("__module__", UNREGISTERED)?;
         namespace.set_item("__doc__", doc)?;
         let ty = py
             .get_type::<PyType>()

@@ -39,7 +39,7 @@ use dlpack_core::{Device, DeviceType, Error, ManagedTensor, PyErrorKind, Version
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyType};
+use pyo3::types::{PyCapsule, PyType, PyWeakrefMethods, PyWeakrefReference};
 
 use crate::DLPackTensor;
 use crate::capsule::RawTensor;
@@ -180,6 +180,16 @@ unsafe extern "C" fn allocate(
     }
 }
 
+/// Runs the body of one of the API's Python-object functions: a panic (in a user's device hook,
+/// say) must not unwind into C, so it is reported as a `PanicException`, as pyo3 reports a
+/// panic in a Python method.
+fn guarded(py: Python<'_>, body: impl FnOnce() -> c_int) -> c_int {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(status) => status,
+        Err(payload) => fail(py, crate::export::panic_error(payload)),
+    }
+}
+
 /// Reports a Python error the way the API's Python-object functions do: set it, return -1.
 fn fail(py: Python<'_>, err: PyErr) -> c_int {
     err.restore(py);
@@ -220,24 +230,26 @@ unsafe extern "C" fn from_py_object(
     // SAFETY: the API is called from a thread attached to the interpreter (contract); the token
     // does not outlive this call.
     let py = unsafe { Python::assume_attached() };
-    // SAFETY: a live object (contract).
-    let tensor = match unsafe { our_tensor(py, py_object) } {
-        Ok(t) => t,
-        Err(e) => return fail(py, e),
-    };
-    let raw = match tensor.get().exporter().export_no_sync() {
-        Ok(raw) => raw.as_ptr(),
-        Err(e) => return fail(py, to_py_err(e)),
-    };
-    // SAFETY: NULL or writable (contract).
-    match unsafe { write_out(out, raw, "out") } {
-        Ok(()) => 0,
-        Err(e) => {
-            // SAFETY: nobody received the fresh export: we still own it.
-            drop(unsafe { ManagedTensor::from_raw(raw) });
-            fail(py, to_py_err(e))
+    guarded(py, || {
+        // SAFETY: a live object (contract).
+        let tensor = match unsafe { our_tensor(py, py_object) } {
+            Ok(t) => t,
+            Err(e) => return fail(py, e),
+        };
+        let raw = match tensor.get().exporter().export_no_sync() {
+            Ok(raw) => raw.as_ptr(),
+            Err(e) => return fail(py, to_py_err(e)),
+        };
+        // SAFETY: NULL or writable (contract).
+        match unsafe { write_out(out, raw, "out") } {
+            Ok(()) => 0,
+            Err(e) => {
+                // SAFETY: nobody received the fresh export: we still own it.
+                drop(unsafe { ManagedTensor::from_raw(raw) });
+                fail(py, to_py_err(e))
+            }
         }
-    }
+    })
 }
 
 /// `managed_tensor_to_py_object_no_sync`: takes ownership of `tensor` and wraps it in a new
@@ -253,26 +265,28 @@ unsafe extern "C" fn to_py_object(
 ) -> c_int {
     // SAFETY: attached (contract), and the token does not outlive this call.
     let py = unsafe { Python::assume_attached() };
-    // SAFETY: an owned, well-formed tensor handed over (contract).
-    let managed = match unsafe { ManagedTensor::from_raw(tensor) } {
-        Ok(m) => m,
-        Err(e) => return fail(py, to_py_err(e)),
-    };
-    if out_py_object.is_null() {
-        return fail(
-            py,
-            PyValueError::new_err("managed_tensor_to_py_object_no_sync got a NULL out pointer"),
-        );
-    }
-    match Bound::new(py, DLPackTensor::new(managed)) {
-        Ok(obj) => {
-            // SAFETY: non-NULL and writable (contract); the new strong reference goes to the
-            // caller.
-            unsafe { out_py_object.write(obj.into_ptr().cast()) };
-            0
+    guarded(py, || {
+        // SAFETY: an owned, well-formed tensor handed over (contract).
+        let managed = match unsafe { ManagedTensor::from_raw(tensor) } {
+            Ok(m) => m,
+            Err(e) => return fail(py, to_py_err(e)),
+        };
+        if out_py_object.is_null() {
+            return fail(
+                py,
+                PyValueError::new_err("managed_tensor_to_py_object_no_sync got a NULL out pointer"),
+            );
         }
-        Err(e) => fail(py, e),
-    }
+        match Bound::new(py, DLPackTensor::new(managed)) {
+            Ok(obj) => {
+                // SAFETY: non-NULL and writable (contract); the new strong reference goes to the
+                // caller.
+                unsafe { out_py_object.write(obj.into_ptr().cast()) };
+                0
+            }
+            Err(e) => fail(py, e),
+        }
+    })
 }
 
 /// `dltensor_from_py_object_no_sync`: the [`DLPackTensor`]'s own `DLTensor` (strides always
@@ -284,27 +298,29 @@ unsafe extern "C" fn to_py_object(
 unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
     // SAFETY: attached (contract), and the token does not outlive this call.
     let py = unsafe { Python::assume_attached() };
-    // SAFETY: a live object (contract).
-    let tensor = match unsafe { our_tensor(py, py_object) } {
-        Ok(t) => t,
-        Err(e) => return fail(py, e),
-    };
-    let exporter = tensor.get().exporter();
-    if let Err(e) = exporter.order_before_default_stream() {
-        return fail(py, to_py_err(e));
-    }
-    let checked = exporter.tensor();
-    let mut dl = *checked.as_dl_tensor();
-    if checked.ndim() > 0 {
-        // The checked strides: the producer's, or compact ones where it sent NULL. They live in
-        // the tensor, which the object keeps.
-        dl.strides = checked.strides().as_ptr().cast_mut();
-    }
-    // SAFETY: NULL or writable (contract).
-    match unsafe { write_out(out, dl, "out") } {
-        Ok(()) => 0,
-        Err(e) => fail(py, to_py_err(e)),
-    }
+    guarded(py, || {
+        // SAFETY: a live object (contract).
+        let tensor = match unsafe { our_tensor(py, py_object) } {
+            Ok(t) => t,
+            Err(e) => return fail(py, e),
+        };
+        let exporter = tensor.get().exporter();
+        if let Err(e) = exporter.order_before_default_stream() {
+            return fail(py, to_py_err(e));
+        }
+        let checked = exporter.tensor();
+        let mut dl = *checked.as_dl_tensor();
+        if checked.ndim() > 0 {
+            // The checked strides: the producer's, or compact ones where it sent NULL. They live in
+            // the tensor, which the object keeps.
+            dl.strides = checked.strides().as_ptr().cast_mut();
+        }
+        // SAFETY: NULL or writable (contract).
+        match unsafe { write_out(out, dl, "out") } {
+            Ok(()) => 0,
+            Err(e) => fail(py, to_py_err(e)),
+        }
+    })
 }
 
 /// `current_work_stream`: NULL, the default stream, for every device.
@@ -328,9 +344,21 @@ unsafe extern "C" fn current_work_stream(
     }
 }
 
-/// Types already looked at, with the address of their table (0: none). Types stay referenced,
-/// so an address is never reused by another type.
-static SEEN: Mutex<Vec<(Py<PyType>, usize)>> = Mutex::new(Vec::new());
+/// A type already looked at: its address, a weak reference to it, and the address of its table
+/// (0: none).
+///
+/// The reference is weak so that a class made at run time can still be freed (with its module
+/// and class attributes); the address is compared first, and the weak reference tells whether
+/// the type at that address is still the one looked at (a dead one may have been replaced by a
+/// new type at the same address).
+struct Seen {
+    type_address: usize,
+    type_ref: Py<PyWeakrefReference>,
+    api_address: usize,
+}
+
+/// Types already looked at.
+static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
 /// How many types [`SEEN`] remembers; later ones are looked up every time.
 const SEEN_CAPACITY: usize = 32;
 
@@ -338,23 +366,38 @@ const SEEN_CAPACITY: usize = 32;
 /// table has DLPack major version 1 and the function consumers need. `None` otherwise, and then
 /// the consumer uses `__dlpack__`.
 ///
-/// The answer is remembered per type (for up to 32 types), so a type that gains or loses the
-/// attribute later is not seen to.
+/// The answer is remembered per type (for up to 32 live types), so a type that gains or loses
+/// the attribute later is not seen to.
 pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchangeAPI> {
     let ty = obj.get_type();
+    let type_address = ty.as_ptr().addr();
     if let Ok(seen) = SEEN.lock()
-        && let Some((_, address)) = seen.iter().find(|(t, _)| t.is(&ty))
+        && let Some(entry) = seen.iter().find(|e| e.type_address == type_address)
+        && entry
+            .type_ref
+            .bind(obj.py())
+            .upgrade()
+            .is_some_and(|live| live.is(&ty))
     {
+        let address = entry.api_address;
         // SAFETY: a nonzero address was read from a valid table capsule below; the API requires
         // the table to live as long as the process, unmodified.
-        return (*address != 0).then(|| unsafe { &*(*address as *const DLPackExchangeAPI) });
+        return (address != 0).then(|| unsafe { &*(address as *const DLPackExchangeAPI) });
     }
     let api = lookup(&ty);
-    if let Ok(mut seen) = SEEN.lock()
-        && seen.len() < SEEN_CAPACITY
+    if let Ok(type_ref) = PyWeakrefReference::new(&ty)
+        && let Ok(mut seen) = SEEN.lock()
     {
-        let address = api.map_or(0, |a| ptr::from_ref(a).addr());
-        seen.push((ty.unbind(), address));
+        // Forget the types that are gone (and an older entry for this address).
+        let py = obj.py();
+        seen.retain(|e| e.type_address != type_address && e.type_ref.bind(py).upgrade().is_some());
+        if seen.len() < SEEN_CAPACITY {
+            seen.push(Seen {
+                type_address,
+                type_ref: type_ref.unbind(),
+                api_address: api.map_or(0, |a| ptr::from_ref(a).addr()),
+            });
+        }
     }
     api
 }

@@ -231,7 +231,24 @@ fn set_keyword(
         ))
     };
     match slot {
-        0 => parsed.stream = Some(value.extract().map_err(|_| wrong_type("an int"))?),
+        0 => {
+            parsed.stream = Some(value.extract().map_err(|_| {
+                if value.is_instance_of::<PyInt>() {
+                    // An int, but none that a stream handle (a pointer) can be.
+                    stream_error(
+                        value.py(),
+                        &Error::Protocol {
+                            kind: PyErrorKind::ValueError,
+                            message: format!(
+                                "stream={value} does not fit a 64-bit stream handle; expected None, -1, 1, 2 or a handle"
+                            ),
+                        },
+                    )
+                } else {
+                    wrong_type("an int")
+                }
+            })?)
+        }
         1 => {
             let (major, minor) = value
                 .extract()
@@ -514,15 +531,20 @@ fn method_body<'py>(
             core::ptr::null_mut()
         }
         Err(payload) => {
-            let message = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".to_owned());
-            pyo3::panic::PanicException::new_err(message).restore(py);
+            panic_error(payload).restore(py);
             core::ptr::null_mut()
         }
     }
+}
+
+/// A caught panic as the `PanicException` pyo3 raises for a panic in a Python method.
+pub(crate) fn panic_error(payload: Box<dyn std::any::Any + Send>) -> PyErr {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned());
+    pyo3::panic::PanicException::new_err(message)
 }
 
 /// `__dlpack_device__()`'s answer for `device`: `(device_type, device_id)`.
@@ -874,24 +896,13 @@ impl Reexport {
             flags,
         }
     }
-
-    /// `inner`, read-only.
-    pub(crate) fn read_only(inner: ManagedTensor) -> Self {
-        let device = inner.device();
-        let flags = inner.flags() | Flags::READ_ONLY;
-        Reexport {
-            inner,
-            device,
-            flags,
-        }
-    }
 }
 
 // SAFETY: describes exactly the memory of the tensor it owns, which stays valid until `inner` is
 // dropped with `self` (the import and export contracts), with its own shape and strides (so
 // `ndim` is stable). The device differs from the inner one only for relabelling pinned or
 // managed memory to the CPU, which the host reads and writes in place (dlpack-core's
-// `ExportPlan::Relabel`); the flags differ only by adding READ_ONLY, which promises less.
+// `ExportPlan::Relabel`); the flags are the inner tensor's.
 unsafe impl Export for Reexport {
     fn ndim(&self) -> usize {
         self.inner.ndim()
@@ -999,12 +1010,32 @@ impl HostCopy {
                 ),
             })?;
         Ok(HostCopy {
-            words: Words::U64(vec![0; bytes.div_ceil(8)]),
+            words: Words::U64(zeroed_words(bytes.div_ceil(8))?),
             shape: shape.into(),
             dtype,
             flags: Flags::empty(),
         })
     }
+}
+
+/// `vec![0u64; len]` (one zeroed allocation, which the OS may hand out as untouched zero pages),
+/// with [`Error::OutOfMemory`] instead of an abort when it cannot be had.
+fn zeroed_words(len: usize) -> Result<Vec<u64>, Error> {
+    let out_of_memory = || Error::OutOfMemory {
+        bytes: len as u128 * 8,
+    };
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u64>(len).map_err(|_| out_of_memory())?;
+    // SAFETY: the layout's size is non-zero (len > 0).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<u64>();
+    if ptr.is_null() {
+        return Err(out_of_memory());
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u64; len]`, and
+    // its `len` elements are initialised (all-zero bytes are a valid u64).
+    Ok(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
 // SAFETY: describes the copy's own buffer: compact row-major strides over `shape`, whose

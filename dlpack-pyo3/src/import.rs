@@ -156,11 +156,21 @@ unsafe fn import(
     let raw: RawTensor = take_capsule(&capsule)?;
     // SAFETY: as for a bare capsule.
     let tensor = unsafe { raw.into_managed(writable) }?;
-    if keywords_seen {
+    if keywords_seen && served(&tensor, options) {
         Ok(tensor)
     } else {
         serve_locally(tensor, options)
     }
+}
+
+/// Whether a producer that took the keywords served them: the tensor is on the `dl_device`
+/// asked for, and a copy asked for says it is one (`IS_COPIED`). A producer that takes the
+/// keywords and ignores them (a wrapper's `**kwargs`, say) would otherwise hand a `copy=True`
+/// consumer a writable alias of its own memory; such a tensor is served here instead.
+fn served(tensor: &ManagedTensor, options: &ImportOptions) -> bool {
+    let on_device = options.dl_device.is_none_or(|d| tensor.device() == d);
+    let copied = options.copy != Some(true) || tensor.flags().contains(Flags::IS_COPIED);
+    on_device && copied
 }
 
 /// Calls `obj.__dlpack__(max_version=(1, 3))` as [`from_dlpack`] does for a producer without
@@ -369,7 +379,8 @@ fn call_dlpack<'py>(
 }
 
 /// Serves a `dl_device` / `copy` request that the producer did not see (a bare capsule, or a
-/// producer without the keywords), as dlpack-core's [`plan_export`] decides, when the host can:
+/// producer without the keywords) or did not honour, as dlpack-core's [`plan_export`] decides,
+/// when the host can:
 /// a relabel of host-readable memory or a host copy. A copy of device memory needs the
 /// producer, so it is a `BufferError` here.
 fn serve_locally(tensor: ManagedTensor, options: &ImportOptions) -> PyResult<ManagedTensor> {

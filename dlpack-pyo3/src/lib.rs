@@ -90,10 +90,18 @@ use pyo3::prelude::*;
 
 /// Adds [`DLPackTensor`] and the exception classes `DLPackStreamError` and `DLPackCapsuleError`
 /// to an extension module, so that Python code can name them.
+///
+/// The first module the classes are added to becomes their `__module__`, so that their
+/// instances pickle (across `multiprocessing`, say): pickle finds a class by its module's name.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add_class::<DLPackTensor>()?;
-    module.add("DLPackStreamError", exceptions::stream_error_type(py)?)?;
-    module.add("DLPackCapsuleError", exceptions::capsule_error_type(py)?)?;
+    for (name, ty) in [
+        ("DLPackStreamError", exceptions::stream_error_type(py)?),
+        ("DLPackCapsuleError", exceptions::capsule_error_type(py)?),
+    ] {
+        exceptions::adopt(ty, module)?;
+        module.add(name, ty)?;
+    }
     Ok(())
 }

@@ -50,7 +50,7 @@ use dlpack_core::{
 use dlpack_pyo3::{DLPackTensor, ImportOptions, to_py_err};
 use num_complex::Complex;
 use pyo3::BoundObject;
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyComplex, PyDict, PyList, PyType};
 
@@ -502,6 +502,7 @@ fn exchange_allocate<'py>(
         return Err(match slot.kind.as_str() {
             "BufferError" => PyBufferError::new_err(message),
             "TypeError" => PyTypeError::new_err(message),
+            "MemoryError" => PyMemoryError::new_err(message),
             _ => PyValueError::new_err(message),
         });
     }

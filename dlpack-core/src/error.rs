@@ -223,7 +223,8 @@ pub enum Error {
 
 /// The Python exception class an [`Error`] maps to under the array API standard's rules:
 /// `BufferError` when the data cannot be expressed or handed over, `ValueError` for bad argument
-/// values, `TypeError` for arguments of the wrong type.
+/// values, `TypeError` for arguments of the wrong type; and `MemoryError`, as Python raises it,
+/// when a copy cannot be allocated.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum PyErrorKind {
     /// `BufferError`.

@@ -967,7 +967,12 @@ impl ManagedTensor {
     ///   deleter runs;
     /// - no one modifies the struct or its arrays while this owner lives, and no one else writes
     ///   the data while a view of it exists (or at all, if it is read-only);
-    /// - the deleter (if any) may be called from any thread.
+    /// - the deleter (if any) may be called from any thread;
+    /// - the struct is not a copy of one this crate exported: this crate knows its own exports
+    ///   (to give their producer back, [`ManagedTensor::reclaim`]) by their `manager_ctx`, so
+    ///   a foreign struct that carries the `manager_ctx` of one of this crate's tensors would be
+    ///   taken for it. Like a deleter that frees the wrong memory, this is beyond what any
+    ///   validation of the fields can catch.
     pub unsafe fn from_raw(ptr: *mut DLManagedTensorVersioned) -> Result<Self, Error> {
         let Some(nn) = NonNull::new(ptr) else {
             return Err(Error::NullPointer {

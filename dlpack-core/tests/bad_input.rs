@@ -812,6 +812,56 @@ fn bool_view_refuses_a_byte_other_than_0_or_1_naming_its_index() {
 }
 
 #[test]
+fn bool_view_checks_each_broadcast_element_once_and_names_its_first_index() {
+    // One byte seen 2^62 times: one check, not 2^62 (this test would not finish otherwise).
+    let (t, built) = accepted(
+        Foreign::new(DataType::BOOL, &[1 << 31, 1 << 31])
+            .bytes(&[1])
+            .with_strides(&[0, 0]),
+    );
+    let view = t.view::<bool>().unwrap();
+    assert_eq!((view.len(), view.get(&[5, 7])), (1 << 62, Some(&true)));
+    drop_once(t, &built);
+
+    // Rows broadcast over a column of [1, 7]: the bad byte is row 1, first seen at (1, 0).
+    let (t, built) = accepted(
+        Foreign::new(DataType::BOOL, &[2, 3])
+            .bytes(&[1, 7])
+            .with_strides(&[1, 0]),
+    );
+    let err = t.view::<bool>().unwrap_err();
+    assert_eq!(
+        err,
+        Error::InvalidValue {
+            dtype: DataType::BOOL,
+            index: 3,
+            byte: 7
+        }
+    );
+    drop_once(t, &built);
+
+    // A row [1, 5] broadcast over 3 rows: first seen at (0, 1).
+    let (t, built) = accepted(
+        Foreign::new(DataType::BOOL, &[3, 2])
+            .bytes(&[1, 5])
+            .with_strides(&[0, 1]),
+    );
+    let err = t.view::<bool>().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidValue {
+                index: 1,
+                byte: 5,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    drop_once(t, &built);
+}
+
+#[test]
 fn view_mut_of_a_read_only_tensor_is_refused() {
     let (mut t, built) = accepted(Foreign::of(&[1.0f32, 2.0], &[2]).flags(Flags::READ_ONLY.0));
     assert!(t.is_read_only());

@@ -485,6 +485,20 @@ impl CheckedTensor {
         &self,
         header: core::ops::Range<usize>,
     ) -> Result<TensorViewMut<'_, T>, Error> {
+        self.check_writable(header)?;
+        let base = self.typed_base::<T>()?.cast_mut();
+        // SAFETY: as for `view`, plus: the tensor is writable (not READ_ONLY, and its producer
+        // promised writable memory), no two indices share memory, no element lies in the
+        // struct, shape or strides this view reads its layout from (checked just above), and the
+        // caller borrows the owner mutably for the view's lifetime, so no other view of this
+        // tensor exists.
+        unsafe { TensorViewMut::new(base, self.shape(), self.strides(), self.elements) }
+    }
+
+    /// What writing every element in place needs, whoever writes (a view, a device copy): the
+    /// tensor is writable, no two indices share memory, and no element lies in the tensor's own
+    /// description.
+    fn check_writable(&self, header: core::ops::Range<usize>) -> Result<(), Error> {
         if self.is_read_only() {
             return Err(Error::ReadOnly);
         }
@@ -494,14 +508,7 @@ impl CheckedTensor {
                 strides: self.strides().to_vec(),
             });
         }
-        self.check_disjoint_from_description(header)?;
-        let base = self.typed_base::<T>()?.cast_mut();
-        // SAFETY: as for `view`, plus: the tensor is writable (not READ_ONLY, and its producer
-        // promised writable memory), no two indices share memory, no element lies in the
-        // struct, shape or strides this view reads its layout from (checked just above), and the
-        // caller borrows the owner mutably for the view's lifetime, so no other view of this
-        // tensor exists.
-        unsafe { TensorViewMut::new(base, self.shape(), self.strides(), self.elements) }
+        self.check_disjoint_from_description(header)
     }
 
     /// Refuses a data span that overlaps the memory the tensor's layout is read from: the struct
@@ -1047,11 +1054,36 @@ impl ManagedTensor {
     /// indices share memory (zero strides, say), besides everything [`CheckedTensor::view`]
     /// checks.
     pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
-        let header = match self.raw {
+        let header = self.header();
+        self.checked.view_mut(header)
+    }
+
+    /// Checks what writing the elements in place needs, for code that writes them some other
+    /// way than through [`ManagedTensor::view_mut`] (a device copy into an imported tensor,
+    /// say): the tensor is not read-only ([`Error::ReadOnly`]), no two indices share memory
+    /// ([`Error::OverlappingStrides`]), and no element lies in the tensor's own struct, shape
+    /// or strides ([`Error::DataOverlapsDescription`]: a write there would change the layout the
+    /// writer walks). `view_mut` makes the same checks.
+    ///
+    /// ```
+    /// use dlpack_core::{Error, ManagedTensor};
+    ///
+    /// let t = ManagedTensor::export(vec![1u8, 2])?;
+    /// assert_eq!(t.check_writable(), Ok(()));
+    /// let t = t.into_read_only()?;
+    /// assert_eq!(t.check_writable(), Err(Error::ReadOnly));
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn check_writable(&self) -> Result<(), Error> {
+        self.checked.check_writable(self.header())
+    }
+
+    /// The address range of the managed struct.
+    fn header(&self) -> core::ops::Range<usize> {
+        match self.raw {
             Raw::Versioned(p) => byte_range(p),
             Raw::Legacy(p) => byte_range(p),
-        };
-        self.checked.view_mut(header)
+        }
     }
 
     /// Makes this owner read-only whatever the producer said: views of it are read-only from now
@@ -1363,6 +1395,12 @@ impl<'a> BorrowedTensor<'a> {
     pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
         let header = byte_range(self.checked.tensor);
         self.checked.view_mut(header)
+    }
+
+    /// Checks what writing the elements in place needs (see
+    /// [`ManagedTensor::check_writable`]).
+    pub fn check_writable(&self) -> Result<(), Error> {
+        self.checked.check_writable(byte_range(self.checked.tensor))
     }
 }
 

@@ -81,20 +81,17 @@ pub struct CudaBuffer<T> {
 
 impl<T: Element> CudaBuffer<T> {
     /// Wraps a slice. Pending cudarc work on it from other streams is ordered into the slice's
-    /// own stream ([`CudaSlice::stream`]); queue later writes there too, or on the stream given
-    /// to the [`CudaHooks`](crate::CudaHooks) that make it ready for consumers.
+    /// own stream ([`CudaSlice::stream`]).
+    ///
+    /// Consumers are made to wait for the stream of the [`CudaHooks`](crate::CudaHooks) that
+    /// serve the tensor ([`DeviceHooks::make_ready`] records its event there), so queue later
+    /// writes on that stream, or order them before it: `CudaHooks::new(slice.stream().clone())`
+    /// makes the slice's own stream that stream.
     pub fn new(mut slice: CudaSlice<T>) -> Self {
-        // cudarc binds the slice's context for the wait below; the thread keeps its own.
-        let _keep = ContextScope::preserve();
-        let stream = slice.stream().clone();
-        // With cudarc's event tracking this makes `stream` wait for earlier reads and writes of
-        // the slice on other streams; the returned guard records a write event when dropped.
-        let (address, record) = slice.device_ptr_mut(&stream);
-        drop(record);
+        let address = settle(&mut slice);
         CudaBuffer {
             slice: ManuallyDrop::new(slice),
-            // 64-bit targets only (lib.rs): a CUdeviceptr fits usize.
-            address: address as usize,
+            address,
         }
     }
 
@@ -103,9 +100,12 @@ impl<T: Element> CudaBuffer<T> {
         &self.slice
     }
 
-    /// The slice, mutably (its address cannot change).
-    pub fn slice_mut(&mut self) -> &mut CudaSlice<T> {
-        &mut self.slice
+    /// The slice, mutably, for cudarc calls that write it (`&mut *buffer.slice_mut()`). When the
+    /// guard drops, the buffer takes the slice's address again and orders pending work on it
+    /// into its stream, as [`CudaBuffer::new`] does: even a slice swapped in through the guard
+    /// (`std::mem::replace`) is described as it is.
+    pub fn slice_mut(&mut self) -> SliceMut<'_, T> {
+        SliceMut { buffer: self }
     }
 
     /// Unwraps the slice.
@@ -123,6 +123,51 @@ impl<T: Element> CudaBuffer<T> {
     /// The device address of the first element.
     pub fn device_address(&self) -> usize {
         self.address
+    }
+}
+
+/// Orders cudarc's pending work on `slice` from other streams into its own stream, and returns
+/// the address of its first element.
+fn settle<T>(slice: &mut CudaSlice<T>) -> usize {
+    // cudarc binds the slice's context for the wait below; the thread keeps its own.
+    let _keep = ContextScope::preserve();
+    let stream = slice.stream().clone();
+    // With cudarc's event tracking this makes `stream` wait for earlier reads and writes of the
+    // slice on other streams; the returned guard records a write event when dropped.
+    let (address, record) = slice.device_ptr_mut(&stream);
+    drop(record);
+    // 64-bit targets only (lib.rs): a CUdeviceptr fits usize.
+    address as usize
+}
+
+/// Mutable access to a [`CudaBuffer`]'s slice ([`CudaBuffer::slice_mut`]); dereferences to the
+/// `CudaSlice<T>`.
+pub struct SliceMut<'a, T: Element> {
+    buffer: &'a mut CudaBuffer<T>,
+}
+
+impl<T: Element> core::ops::Deref for SliceMut<'_, T> {
+    type Target = CudaSlice<T>;
+    fn deref(&self) -> &CudaSlice<T> {
+        &self.buffer.slice
+    }
+}
+
+impl<T: Element> core::ops::DerefMut for SliceMut<'_, T> {
+    fn deref_mut(&mut self) -> &mut CudaSlice<T> {
+        &mut self.buffer.slice
+    }
+}
+
+impl<T: Element> Drop for SliceMut<'_, T> {
+    fn drop(&mut self) {
+        self.buffer.address = settle(&mut self.buffer.slice);
+    }
+}
+
+impl<T: Element> fmt::Debug for SliceMut<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("SliceMut").field(&*self.buffer).finish()
     }
 }
 
@@ -201,7 +246,7 @@ unsafe impl<T: Element> Buffer for CudaBuffer<T> {
         let destination = Device::cuda(ordinal as i32);
         let dst = buffer.address;
         if tensor.is_host_accessible() {
-            let host = tensor.to_vec::<T>()?;
+            let host = read_in_place::<T, _>(tensor, &hooks)?;
             // SAFETY: `dst` is the fresh allocation of `host.len()` elements made above, which
             // nothing else uses yet.
             unsafe { hooks.copy_from_host(destination, as_bytes(&host), dst)? };
@@ -600,12 +645,28 @@ fn host_copy<T: Element>(tensor: &CheckedTensor) -> Result<(Arc<CudaContext>, Ve
     let ordinal = target_ordinal(tensor.device())?;
     let driver = cuda_driver()?;
     let context = driver.context(ordinal)?;
+    let hooks = HookLogic::new(driver);
     let host = if tensor.is_host_accessible() {
-        tensor.to_vec::<T>()?
+        read_in_place::<T, _>(tensor, &hooks)?
     } else {
-        tensor.to_host_vec::<T>(&HookLogic::new(driver))?
+        tensor.to_host_vec::<T>(&hooks)?
     };
     Ok((context, host))
+}
+
+/// The elements of a host-accessible tensor, read in place. Pinned and managed CUDA memory is
+/// read after the host waits for the legacy default stream of its device (`hooks` have no
+/// stream of their own): the stream a consumer names by default (`1`), on which the producer
+/// made the data ready.
+fn read_in_place<T: Element, D: Driver>(
+    tensor: &CheckedTensor,
+    hooks: &HookLogic<D>,
+) -> Result<Vec<T>, Error> {
+    let device = tensor.device();
+    if hooks.handles(device.device_type) && !tensor.is_empty() {
+        hooks.wait_host(device)?;
+    }
+    tensor.to_vec::<T>()
 }
 
 fn too_large(elements: usize) -> Error {

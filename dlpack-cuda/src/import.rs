@@ -9,10 +9,11 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaSlice, CudaStream};
 use dlpack_core::{
-    CheckedTensor, Device, DeviceHooks, Element, Error, ManagedTensor, MemoryKind, TensorView,
+    CheckedTensor, Device, DeviceHooks, Element, Error, ManagedTensor, MemoryKind, PyErrorKind,
+    TensorView,
 };
 
-use crate::driver::ContextScope;
+use crate::driver::{ContextScope, driver_error};
 use crate::export::as_bytes;
 use crate::hooks::is_cuda;
 
@@ -125,6 +126,10 @@ impl CudaImport {
         hooks: &dyn DeviceHooks,
         values: &[T],
     ) -> Result<(), Error> {
+        // Read-only, overlapping strides, and elements lying in the tensor's own struct, shape
+        // or strides (pinned or managed memory is at host addresses): a chunk written there
+        // would move the later ones.
+        self.tensor.check_writable()?;
         copy_from_host(&self.tensor, hooks, values)
     }
 
@@ -210,8 +215,16 @@ impl<'a, T: Element> DeviceView<'a, T> {
     /// `stream` must belong to the memory's device for device memory
     /// ([`Error::DeviceMismatch`] otherwise). Managed memory works on any device; pinned memory
     /// is used at its host address, which is also its device address under the unified
-    /// addressing of every 64-bit platform CUDA supports. If cudarc's event tracking is on, making the slice
-    /// creates two events, and cudarc panics if the driver cannot create them.
+    /// addressing of every 64-bit platform CUDA supports.
+    ///
+    /// The slice covers the whole span, the bytes between a strided tensor's elements included,
+    /// which cudarc lets safe code read as `T`s: for an element type with invalid bit patterns
+    /// (`bool`), a tensor that is not compact row-major is refused (an [`Error::Protocol`] of
+    /// kind `BufferError`); take it as `u8` instead.
+    ///
+    /// If cudarc's event tracking is on, making the slice creates two events; a context in which
+    /// cudarc has recorded an error, or that cannot create events, is an error here (cudarc
+    /// itself would panic).
     pub fn cudarc_slice(&self, stream: &Arc<CudaStream>) -> Result<ForeignSlice<'a, T>, Error> {
         let ordinal = stream.context().ordinal() as i32;
         let device = self.device();
@@ -221,6 +234,18 @@ impl<'a, T: Element> DeviceView<'a, T> {
                 actual: device,
             });
         }
+        if !T::ANY_BIT_PATTERN && !self.tensor.is_row_major_contiguous() {
+            return Err(Error::Protocol {
+                kind: PyErrorKind::BufferError,
+                message: format!(
+                    "a cudarc slice of {} covers the bytes between this tensor's elements (strides {:?} for shape {:?}), which need not be valid {}s; take it as u8",
+                    T::DTYPE,
+                    self.tensor.strides(),
+                    self.tensor.shape(),
+                    T::DTYPE
+                ),
+            });
+        }
         let span = self.byte_span();
         let size = size_of::<T>();
         let len = span.len() / size;
@@ -228,6 +253,15 @@ impl<'a, T: Element> DeviceView<'a, T> {
         // cudarc makes the stream's context current to create the slice's events; the thread
         // keeps its own (a stream exists, so the driver is loaded).
         let _keep = ContextScope::preserve();
+        let context = stream.context();
+        if context.is_event_tracking() {
+            // cudarc unwraps the creation of the slice's two events, and fails it while the
+            // context holds a recorded error: ask first, so that the error comes back as a value.
+            let probe = context
+                .new_event(None)
+                .map_err(|e| driver_error("creating the slice's events (cuEventCreate)", e))?;
+            drop(probe);
+        }
         // SAFETY: `span` is the tensor's reachable memory, which the driver confirmed is one
         // CUDA allocation (CudaImport::new) and which stays valid while the import is borrowed
         // for 'a; it holds `len` elements of `T` (the span is a whole number of elements, from

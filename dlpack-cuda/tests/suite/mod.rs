@@ -37,6 +37,10 @@ pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
     a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none,
     a_derived_struct_with_a_device_buffer_exports_and_imports,
     two_devices_keep_their_own_contexts_streams_and_claims,
+    a_slice_swapped_through_slice_mut_is_exported_at_its_own_address,
+    a_cudarc_slice_is_refused_for_gaps_of_bool_and_in_a_context_with_an_error,
+    pinned_memory_is_copied_after_the_producers_pending_write,
+    a_write_into_memory_holding_the_tensors_own_strides_is_refused,
 ];
 
 /// The bytes of some elements, to compare values of any element type.
@@ -711,4 +715,166 @@ fn two_devices_keep_their_own_contexts_streams_and_claims(context: &Arc<CudaCont
     consumer.synchronize().expect("the consumer stream");
     // `open_device(1)` made device 1's context current here; the other cases expect device 0's.
     context.bind_to_thread().expect("cuCtxSetCurrent");
+}
+
+fn a_slice_swapped_through_slice_mut_is_exported_at_its_own_address(context: &Arc<CudaContext>) {
+    use dlpack_cuda::cudarc::driver::DevicePtr;
+    let stream = context.default_stream();
+    let hooks = CudaHooks::new(stream.clone()).expect("hooks");
+    let mut buffer = CudaBuffer::new(stream.clone_htod(&[1.0f32, 2.0]).expect("upload"));
+    let old = std::mem::replace(
+        &mut *buffer.slice_mut(),
+        stream.clone_htod(&[5.0f32; 3]).expect("upload"),
+    );
+    drop(old);
+    let live = buffer.slice().device_ptr(&stream).0 as usize;
+    assert_eq!(
+        buffer.device_address(),
+        live,
+        "the guard took the new address"
+    );
+    let tensor = ManagedTensor::export(buffer).expect("export");
+    assert_eq!((tensor.data_ptr().addr(), tensor.shape()), (live, &[3][..]));
+    assert_eq!(tensor.to_host_vec::<f32>(&hooks).expect("copy"), [5.0; 3]);
+}
+
+fn a_cudarc_slice_is_refused_for_gaps_of_bool_and_in_a_context_with_an_error(
+    context: &Arc<CudaContext>,
+) {
+    let stream = context.default_stream();
+    let hooks = CudaHooks::new(stream.clone()).expect("hooks");
+    // Every other byte of [1, 7, 1] is a bool element; the 7 between them is not one.
+    let memory = CudaBuffer::new(stream.clone_htod(&[1u8, 7, 1]).expect("upload"));
+    let data = memory.device_address();
+    let lie = Lie::over(memory, data, Device::cuda(0), bool::DTYPE, &[2], &[2]);
+    let import = CudaImport::new(
+        through_c(ManagedTensor::export(lie).expect("export")),
+        &hooks,
+    )
+    .expect("import");
+    assert_eq!(
+        import.to_host_vec::<bool>(&hooks).expect("copy"),
+        [true, true]
+    );
+    let view = import.device_view::<bool>().expect("view");
+    let err = view.cudarc_slice(&stream).unwrap_err();
+    assert!(err.to_string().contains("take it as u8"), "{err}");
+
+    // A context in which cudarc has recorded an error: cudarc would panic making the slice.
+    let ints = CudaBuffer::new(stream.clone_htod(&[1u32, 2]).expect("upload"));
+    let import = CudaImport::new(
+        through_c(ManagedTensor::export(ints).expect("export")),
+        &hooks,
+    )
+    .expect("import");
+    let view = import.device_view::<u32>().expect("view");
+    context.record_err::<()>(Err(dlpack_cuda::cudarc::driver::DriverError(
+        sys::cudaError_enum::CUDA_ERROR_INVALID_VALUE,
+    )));
+    let err = view.cudarc_slice(&stream).unwrap_err();
+    assert!(
+        err.to_string().contains("CUDA_ERROR_INVALID_VALUE"),
+        "{err}"
+    );
+    // The error was reported, and the context works again.
+    assert_eq!(view.cudarc_slice(&stream).expect("slice").len(), 2);
+}
+
+fn pinned_memory_is_copied_after_the_producers_pending_write(context: &Arc<CudaContext>) {
+    use dlpack_cuda::cudarc::driver::DevicePtr;
+    let legacy = context.default_stream();
+    let source = legacy.clone_htod(&[1u32, 2, 3, 4]).expect("upload");
+    legacy.synchronize().expect("uploaded");
+    // SAFETY: written before use.
+    let mut pinned = unsafe { context.alloc_pinned::<u32>(4) }.expect("pinned");
+    pinned
+        .as_mut_slice()
+        .expect("host access")
+        .copy_from_slice(&[0; 4]);
+    let buffer = PinnedBuffer::new(pinned).expect("wrap");
+    let destination = buffer.as_slice().as_ptr();
+    let tensor = ManagedTensor::export(buffer).expect("export");
+    // The producer's write into the pinned memory, pending on the legacy default stream (the
+    // stream a consumer names by default) behind a block.
+    let (release, wait) = channel::<()>();
+    let wait = Box::into_raw(Box::new(wait)).cast::<c_void>();
+    // SAFETY: the host function takes back the box it is given and makes no CUDA call.
+    unsafe { result::stream::launch_host_function(legacy.cu_stream(), wait_for_release, wait) }
+        .expect("cuLaunchHostFunc");
+    let src = source.device_ptr(&legacy).0;
+    // SAFETY: 16 bytes from a live device allocation into live pinned memory, which the tensor
+    // keeps until the stream has run the copy (it is synchronised below).
+    unsafe {
+        sys::cuMemcpyDtoHAsync_v2(destination.cast_mut().cast(), src, 16, legacy.cu_stream())
+    }
+    .result()
+    .expect("queue the write");
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = release.send(());
+    });
+    let pinned_copy = PinnedBuffer::<u32>::copy_from_tensor(&tensor).expect("copy to pinned");
+    let device_copy = CudaBuffer::<u32>::copy_from_tensor(&tensor).expect("copy to device");
+    releaser.join().expect("releaser");
+    legacy.synchronize().expect("done");
+    assert_eq!(pinned_copy.as_slice(), [1, 2, 3, 4], "read after the write");
+    let device_values = legacy.clone_dtoh(device_copy.slice()).expect("download");
+    assert_eq!(device_values, [1, 2, 3, 4], "read after the write");
+}
+
+fn a_write_into_memory_holding_the_tensors_own_strides_is_refused(context: &Arc<CudaContext>) {
+    use dlpack_core::Version;
+    use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
+    /// # Safety
+    /// `tensor` came from `Box::into_raw` and is deleted once.
+    unsafe extern "C" fn free_box(tensor: *mut DLManagedTensorVersioned) {
+        // SAFETY: see above.
+        drop(unsafe { Box::from_raw(tensor) });
+    }
+    let hooks = CudaHooks::on_default_streams().expect("hooks");
+    // SAFETY: written before use.
+    let mut pinned = unsafe { context.alloc_pinned::<i64>(8) }.expect("pinned");
+    // Element 0 of the tensor is its own strides[0]; element 7 its shape[0]; 555 a canary
+    // just past the span.
+    pinned
+        .as_mut_slice()
+        .expect("host access")
+        .copy_from_slice(&[2, 0, 0, 0, 0, 555, 0, 3]);
+    let base = pinned.as_mut_ptr().expect("host access");
+    let managed = Box::new(DLManagedTensorVersioned {
+        version: Version::CURRENT,
+        manager_ctx: std::ptr::null_mut(),
+        deleter: Some(free_box),
+        flags: 0,
+        dl_tensor: DLTensor {
+            data: base.cast(),
+            device: CUDA_HOST,
+            ndim: 1,
+            dtype: i64::DTYPE,
+            // SAFETY: inside the 8-element allocation.
+            shape: unsafe { base.add(7) },
+            strides: base,
+            byte_offset: 0,
+        },
+    });
+    // SAFETY: a well-formed tensor over pinned memory that outlives it, owned here.
+    let tensor = unsafe { ManagedTensor::from_raw(Box::into_raw(managed)) }.expect("valid");
+    let mut import = CudaImport::new(tensor, &hooks).expect("import");
+    let err = import.copy_from_host(&hooks, &[3i64, 11, 99]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::DataOverlapsDescription {
+                what: "strides array",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    drop(import);
+    assert_eq!(
+        pinned.as_slice().expect("host access"),
+        [2, 0, 0, 0, 0, 555, 0, 3],
+        "nothing written"
+    );
 }

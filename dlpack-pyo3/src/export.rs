@@ -852,7 +852,10 @@ fn serve(
     match decision.sync {
         SyncAction::Nothing => Ok(()),
         SyncAction::Stream(request) => hook().and_then(|h| h.make_ready(device, request)),
-        SyncAction::Host => hook().and_then(|h| h.wait_host(device)),
+        // Detached from the interpreter while the host waits: the device work waited for may
+        // itself need a Python thread (a Python host function on the stream, as CuPy's
+        // `launch_host_func` queues), and other threads need not stall meanwhile.
+        SyncAction::Host => hook().and_then(|h| py.detach(|| h.wait_host(device))),
     }
     .map_err(to_py_err)?;
     let exported = match decision.plan {
@@ -863,8 +866,18 @@ fn serve(
             .and_then(|t| raw_of(t, decision.format)),
         ExportPlan::CopyTo(target) if target == Device::CPU => {
             let flags = Flags::empty().with(Flags::IS_COPIED, decision.sets_is_copied());
-            host_copy(source.tensor(), hooks, flags)
-                .and_then(ManagedTensor::export)
+            // A copy from a device waits for it, detached as above.
+            let copy = match &source {
+                Source::Owned(t) if device.device_type != DeviceType::CPU => {
+                    py.detach(|| host_copy(t, hooks, flags))
+                }
+                Source::Shared(t) if device.device_type != DeviceType::CPU => {
+                    let t: &ManagedTensor = t;
+                    py.detach(|| host_copy(t, hooks, flags))
+                }
+                _ => host_copy(source.tensor(), hooks, flags),
+            };
+            copy.and_then(ManagedTensor::export)
                 .and_then(|copy| raw_of(copy, decision.format))
         }
         ExportPlan::CopyTo(target) => Err(Error::Protocol {

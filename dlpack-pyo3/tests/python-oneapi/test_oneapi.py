@@ -220,3 +220,33 @@ def test_a_deleter_on_another_thread_frees(m):
     thread = threading.Thread(target=holder.clear)
     thread.start()
     thread.join()
+
+
+@pytest.mark.parametrize("kind", ["device", "shared"])
+def test_a_host_wait_lets_other_python_threads_run(m, kind):
+    # `np.from_dlpack(t, device="cpu")` makes the producer wait for the device on the host;
+    # here the device is held until a Python thread lets it go, which it can only do if the wait
+    # does not hold the interpreter. In a child interpreter, so that a deadlock fails this test
+    # instead of hanging the run.
+    import os
+    import subprocess
+    import sys
+
+    source = f"""
+import ctypes, sys, threading
+DRIVER = ctypes.CDLL({os.environ["ZE_ENABLE_ALT_DRIVERS"]!r})
+sys.path.insert(0, {os.environ["DLPACK_TESTMOD_DIR"]!r})
+import numpy as np, dlpack_testmod as m
+t, _ = m.oneapi_f32([1.0, 2.0, 3.0], [3], kind={kind!r}, device=0)
+assert DRIVER.dlpack_oneapi_test_driver_hold(0, 1) == 0
+threading.Timer(0.3, lambda: DRIVER.dlpack_oneapi_test_driver_hold(0, 0)).start()
+print(np.from_dlpack(t, device="cpu").tolist())
+"""
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", source], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("deadlock: the host waited for the device while holding the interpreter")
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert child.stdout.strip() == "[1.0, 2.0, 3.0]"

@@ -115,3 +115,36 @@ def test_a_deleter_on_a_thread_without_a_context_frees(m):
     thread = threading.Thread(target=holder.clear)
     thread.start()
     thread.join()
+
+
+def test_a_host_wait_lets_a_python_host_function_on_the_stream_run(m):
+    # `np.from_dlpack(t, device="cpu")` makes the producer wait for the device on the host. The
+    # work waited for here is a Python function on the stream (as CuPy's `launch_host_func`
+    # queues), which needs the interpreter: the wait must not hold it. In a child interpreter,
+    # so that a deadlock fails this test instead of hanging the run.
+    import os
+    import subprocess
+    import sys
+
+    source = f"""
+import ctypes, sys
+STAND_IN = ctypes.CDLL({os.environ["DLPACK_CUDA_TEST_DRIVER"]!r})
+sys.path.insert(0, {os.environ["DLPACK_TESTMOD_DIR"]!r})
+import numpy as np, dlpack_testmod as m
+t, _ = m.cuda_f32([1.0, 2.0, 3.0], [3])
+context = ctypes.c_void_p()
+assert STAND_IN.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0
+assert STAND_IN.cuCtxSetCurrent(context) == 0
+ran = []
+host_function = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: ran.append(1))
+assert STAND_IN.cuLaunchHostFunc(ctypes.c_void_p(1), host_function, None) == 0  # legacy stream
+print(np.from_dlpack(t, device="cpu").tolist(), ran)
+"""
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", source], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("deadlock: the host waited for the device while holding the interpreter")
+    assert child.returncode == 0, child.stdout + child.stderr
+    assert child.stdout.strip() == "[1.0, 2.0, 3.0] [1]"

@@ -60,6 +60,12 @@ pub fn export(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
 /// (`tensor.copy()?`). Reading candle tensors, and every candle operation that makes a new
 /// tensor, go on as usual.
 ///
+/// Exporting takes the read lock the way candle's `storage_and_layout` does, and the lock is
+/// fair: once a writer waits, a new export of the same storage (of the tensor, or of any view
+/// of it) waits behind the writer. So a thread that holds an export and exports the same
+/// storage again, while another thread waits to write it, blocks, and so does the writer, for
+/// ever. Make every export of a storage before writers may start on it, or export copies.
+///
 /// A [`ManagedTensor`] exported from a candle tensor comes back as that very tensor (same
 /// storage, same layout) through [`import`](crate::import), or through
 /// `managed.reclaim::<CandleExport>()` and [`CandleExport::into_tensor`].

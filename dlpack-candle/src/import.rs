@@ -229,6 +229,17 @@ fn unsupported(dtype: DType) -> CandleError {
 /// A row-major `Vec` of `shape`'s elements as a candle CPU tensor, without a copy.
 fn into_candle<T: CandleElement>(data: Vec<T>, shape: &[i64]) -> Result<Tensor, CandleError> {
     let dims = Vec::<usize>::from_dims(shape)?;
+    // candle multiplies the sizes from the last one on, unchecked, to make contiguous strides:
+    // sizes whose products overflow (a tensor without elements may have any, `[0, 2^62, 2^62]`
+    // say) would panic there, or wrap in a release build.
+    dims.iter()
+        .rev()
+        .try_fold(1usize, |product, &d| product.checked_mul(d))
+        .ok_or_else(|| dlpack_core::Error::Overflow {
+            what: format!(
+                "the products of the sizes {dims:?} that candle makes its strides from exceed usize"
+            ),
+        })?;
     let shape = Shape::from(dims);
     if data.len() != shape.elem_count() {
         return Err(CandleError::VecLength {

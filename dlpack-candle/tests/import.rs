@@ -468,3 +468,31 @@ fn a_moved_tensor_is_an_ordinary_candle_tensor() -> Result {
     assert_eq!(t.to_vec2::<f32>()?, [[0.0, 0.0], [0.0, 0.0]]);
     Ok(())
 }
+
+#[test]
+fn an_empty_tensor_whose_sizes_overflow_candles_strides_is_an_error() -> Result {
+    // No elements and no bytes, so DLPack accepts it; candle would multiply 2^62 by 2^62.
+    for (gives, mode) in [
+        (true, CopyMode::IfNeeded),
+        (false, CopyMode::IfNeeded),
+        (true, CopyMode::Always),
+    ] {
+        let drops = Drops::default();
+        let mut producer = Counted::new(Vec::<f32>::new(), &drops);
+        producer.shape = vec![0, 1 << 62, 1 << 62];
+        producer.strides = Some(vec![1, 1, 1]);
+        producer.gives = gives;
+        let tensor = ManagedTensor::export(producer)?;
+        let err = import(tensor, mode).unwrap_err();
+        assert!(
+            matches!(err, CandleError::DLPack(Error::Overflow { .. })),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("candle makes its strides from"),
+            "{err}"
+        );
+        assert_eq!(drops.count(), 1, "the producer is dropped once");
+    }
+    Ok(())
+}

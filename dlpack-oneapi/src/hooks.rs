@@ -41,7 +41,11 @@ impl OneApiHooks {
         &self.context
     }
 
-    /// The allocation that holds `start..start + len`, which must be USM of this context.
+    /// The allocation that holds `start..start + len`, which must be USM of this context that
+    /// the `claimed` device's command lists may read and write: host USM, or device or shared
+    /// USM of that very device ([`Error::DeviceMismatch`] for another device's, which a list of
+    /// `claimed` reaches only with peer access). A tensor handed to the copy hooks need not
+    /// have had its claim checked ([`DeviceHooks::resolve`]), so the copies check it here.
     fn usm_range(&self, claimed: Device, start: usize, len: usize) -> Result<UsmAllocation, Error> {
         let allocation = self
             .context
@@ -50,6 +54,12 @@ impl OneApiHooks {
                 claimed,
                 address: start,
             })?;
+        if let Some(owner) = &allocation.device {
+            let actual = self.context.dlpack_device(owner)?;
+            if actual != claimed {
+                return Err(Error::DeviceMismatch { claimed, actual });
+            }
+        }
         let end = start.checked_add(len).ok_or_else(|| Error::Overflow {
             what: format!("{start:#x} + {len} bytes"),
         })?;
@@ -140,8 +150,9 @@ unsafe impl DeviceHooks for OneApiHooks {
         let root = self.context.ze_device(device)?;
         self.usm_range(device, src, dst.len())?;
         let queue = self.context.queue(&root)?;
-        // SAFETY: `src..src + len` is USM of this context inside one allocation (checked) that
-        // the caller keeps valid and unwritten; `dst` is an exclusive host slice of `len` bytes.
+        // SAFETY: `src..src + len` is USM of this context inside one allocation that the list of
+        // `device` may read (host USM, or `device`'s own: checked), which the caller keeps valid
+        // and unwritten; `dst` is an exclusive host slice of `len` bytes.
         unsafe {
             queue.copy(
                 dst.as_mut_ptr(),
@@ -158,8 +169,9 @@ unsafe impl DeviceHooks for OneApiHooks {
         let root = self.context.ze_device(device)?;
         self.usm_range(device, dst, src.len())?;
         let queue = self.context.queue(&root)?;
-        // SAFETY: `dst..dst + len` is USM of this context inside one allocation (checked) that
-        // the caller keeps valid for writes and unaccessed; `src` is a host slice of `len` bytes.
+        // SAFETY: `dst..dst + len` is USM of this context inside one allocation that the list of
+        // `device` may write (host USM, or `device`'s own: checked), which the caller keeps valid
+        // for writes and unaccessed; `src` is a host slice of `len` bytes.
         unsafe {
             queue.copy(
                 core::ptr::with_exposed_provenance_mut(dst),

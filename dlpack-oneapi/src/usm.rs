@@ -145,7 +145,8 @@ impl<T: Element> UsmBuffer<T> {
             return Ok(buffer);
         }
         let bytes = buffer.len * core::mem::size_of::<T>();
-        let zeros = vec![0u8; bytes];
+        let mut zeros = host_vec::<u8>(bytes)?;
+        zeros.resize(bytes, 0);
         let queue = context.queue(&buffer.ze_device)?;
         // SAFETY: `bytes` host bytes into this buffer's fresh device allocation of `bytes`
         // bytes, which nobody else accesses; zero bytes are a valid `T` (checked above).
@@ -294,9 +295,11 @@ impl<T: Element> UsmBuffer<T> {
     /// the buffer's device).
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         if let Some(s) = self.as_slice() {
-            return Ok(s.to_vec());
+            let mut out = host_vec::<T>(s.len())?;
+            out.extend_from_slice(s);
+            return Ok(out);
         }
-        let mut out: Vec<MaybeUninit<T>> = Vec::with_capacity(self.len);
+        let mut out = host_vec::<MaybeUninit<T>>(self.len)?;
         let queue = self.queue()?;
         // SAFETY: the source is this buffer's `len` initialised elements; the destination is the
         // Vec's spare capacity of `len` elements, which nobody else sees.
@@ -475,4 +478,15 @@ unsafe impl<T: Element> Buffer for UsmBuffer<T> {
             T::DTYPE
         )))
     }
+}
+
+/// An empty host `Vec` with room for `len` elements: as large as a device allocation that
+/// exists, it may still not fit in host memory, which is [`Error::OutOfMemory`] rather than an
+/// abort.
+fn host_vec<T>(len: usize) -> Result<Vec<T>, Error> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
+        bytes: len as u128 * core::mem::size_of::<T>() as u128,
+    })?;
+    Ok(out)
 }

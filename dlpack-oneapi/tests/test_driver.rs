@@ -368,6 +368,30 @@ fn a_tensor_claiming_the_wrong_device_is_refused(fx: &Fixture) {
             assert_eq!(t.verify_device(&ctx.hooks()), Err(expected.clone()));
         });
     }
+    // Copies need no verified claim, so they check it too: device 1's memory claimed as device
+    // 0's is not copied by device 0's command list (it would reach it only with peer access).
+    let hooks = ctx.hooks();
+    let raw = foreign(
+        buffer.as_ptr().cast(),
+        Device::oneapi(0),
+        DataType::F32,
+        &[4],
+        &[1],
+        0,
+    );
+    let mismatch = Error::DeviceMismatch {
+        claimed: Device::oneapi(0),
+        actual: Device::oneapi(1),
+    };
+    with_foreign(raw, |t| {
+        assert_eq!(t.to_host_vec::<f32>(&hooks), Err(mismatch.clone()));
+        let span = t.byte_span();
+        // SAFETY: the span is live USM that nothing else uses during the call; the hook
+        // refuses before copying anything.
+        let written = unsafe { hooks.copy_from_host(Device::oneapi(0), &[0u8; 16], span.start) };
+        assert_eq!(written, Err(mismatch.clone()));
+    });
+    assert_eq!(buffer.to_vec().unwrap(), f32s(4), "nothing was written");
 }
 
 fn sub_device_memory_exports_and_resolves_as_its_root_device(fx: &Fixture) {

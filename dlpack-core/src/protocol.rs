@@ -376,7 +376,8 @@ pub enum SyncAction {
     Stream(StreamRequest),
     /// Block the host until the producer's pending work on the tensor is done, before
     /// relabelling or copying the data to the CPU: the standard requires a synchronisation
-    /// when `(kDLCPU, 0)` is asked for, and the host cannot wait on a stream.
+    /// when `(kDLCPU, 0)` is asked for, and the host cannot wait on a stream. Also for pinned
+    /// and managed memory asked for with `stream=None`, which a CPU consumer may read in place.
     Host,
 }
 
@@ -424,7 +425,9 @@ impl ExportArgs {
     /// Synchronisation: `-1` (or `None` on oneAPI) means [`SyncAction::Nothing`]. A tensor on a
     /// device with streams (CUDA, ROCm and their pinned and managed memory, oneAPI) exported to
     /// the CPU, by relabel or copy, needs [`SyncAction::Host`]; kept on its device it needs
-    /// [`SyncAction::Stream`]. Tensors on other devices need nothing this crate can do.
+    /// [`SyncAction::Stream`], except pinned and managed memory asked for with `stream=None`,
+    /// which a CPU consumer may read in place (NumPy does, passing no stream): the host waits
+    /// ([`SyncAction::Host`]). Tensors on other devices need nothing this crate can do.
     ///
     /// Errors: `BufferError` from [`plan_export`], `ValueError` from [`parse_stream`]. A
     /// read-only tensor asked for as a legacy struct is refused by the exporter
@@ -494,13 +497,28 @@ impl ExportArgs {
         let stream = parse_stream(target, self.stream)?;
         let sync = if stream == StreamRequest::NoSync || !has_streams(tensor_device) {
             SyncAction::Nothing
-        } else if target.device_type == DeviceType::CPU {
+        } else if target.device_type == DeviceType::CPU
+            || (stream == StreamRequest::Default && is_host_memory(target.device_type))
+        {
+            // Pinned and managed memory asked for with `stream=None` may go to a CPU consumer
+            // (NumPy reads `kDLCUDAHost` and `kDLCUDAManaged` in place, passing no stream),
+            // which no stream ordering reaches: the host waits. A GPU consumer that wants the
+            // device-side ordering alone names its stream.
             SyncAction::Host
         } else {
             SyncAction::Stream(stream)
         };
         Ok(ExportDecision { format, plan, sync })
     }
+}
+
+/// Whether `device_type` is host memory a GPU may be writing: pinned (CUDA, ROCm) or CUDA
+/// managed memory.
+fn is_host_memory(device_type: DeviceType) -> bool {
+    matches!(
+        device_type,
+        DeviceType::CUDA_HOST | DeviceType::ROCM_HOST | DeviceType::CUDA_MANAGED
+    )
 }
 
 /// Whether tensors on `device` are ordered by streams the producer may have to synchronise:
@@ -1025,6 +1043,12 @@ mod tests {
             // To the CPU: the host waits, then copies (device memory) or relabels (pinned).
             (cuda0, args(None, v1, Some(cpu), None), V, CopyTo(cpu), Host, true),
             (CUDA_HOST, args(None, v1, Some(cpu), None), V, Relabel(cpu), Host, false),
+            // Pinned and managed memory with stream=None may go to a CPU reader: the host waits;
+            // a named stream gets the device-side ordering alone.
+            (CUDA_HOST, args(None, v1, None, None), V, AsIs, Host, false),
+            (CUDA_MANAGED, args(None, v1, None, None), V, AsIs, Host, false),
+            (CUDA_HOST, args(Some(7), v1, None, None), V, AsIs, Stream(Handle(7)), false),
+            (CUDA_HOST, args(Some(-1), v1, None, None), V, AsIs, Nothing, false),
             (CUDA_MANAGED, args(None, v1, Some(cpu), Some(true)), V, CopyTo(cpu), Host, true),
             (ROCM, args(Some(0), v1, None, None), V, AsIs, default, false),
             (ONEAPI, args(None, v1, None, None), V, AsIs, Nothing, false),

@@ -117,6 +117,19 @@ def test_pinned_memory_is_relabelled_to_the_cpu_without_a_copy(m):
     assert m.hook_log() == ["wait_host cuda_host:0"]
 
 
+def test_pinned_memory_without_a_stream_waits_on_the_host_for_readers_in_place(m):
+    # NumPy takes pinned memory in place and passes no stream: only a host wait makes the
+    # GPU's pending writes visible to it. A named stream gets the device-side ordering alone.
+    t = tensor(m, CUDA_HOST)
+    a = np.from_dlpack(t)
+    assert a.ctypes.data == t.data_ptr
+    assert m.hook_log() == ["wait_host cuda_host:0"]
+    t.__dlpack__(max_version=(1, 0), stream=5)
+    assert m.hook_log() == ["make_ready cuda_host:0 Handle(5)"]
+    t.__dlpack__(max_version=(1, 0), stream=-1)
+    assert m.hook_log() == []
+
+
 def test_a_same_device_copy_of_device_memory_is_refused(m):
     t = tensor(m, CUDA)
     with pytest.raises(BufferError, match="device allocation"):

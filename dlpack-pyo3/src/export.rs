@@ -21,7 +21,7 @@ use core::ops::Range;
 use std::sync::Arc;
 
 use dlpack_core::ffi::DLTensor;
-use dlpack_core::protocol::{ExportArgs, ExportPlan, ExportStruct, SyncAction};
+use dlpack_core::protocol::{ExportArgs, ExportPlan, ExportStruct, StreamRequest, SyncAction};
 use dlpack_core::{
     BorrowedTensor, CheckedTensor, DataType, DataTypeCode, Device, DeviceHooks, DeviceType, Error,
     Export, ExportDesc, Flags, ManagedTensor, MemoryKind, PyErrorKind, Version,
@@ -751,7 +751,11 @@ impl Exporter {
         let device = self.tensor.device();
         match ExportArgs::default().decide(device)?.sync {
             SyncAction::Stream(request) => hooks.make_ready(device, request),
-            SyncAction::Nothing | SyncAction::Host => Ok(()),
+            // Pinned and managed memory: `__dlpack__()` waits on the host for it (a CPU reader
+            // may take it in place), but this API's consumer waits on the default stream, so
+            // ordering before that stream is what it needs, as for device memory.
+            SyncAction::Host => hooks.make_ready(device, StreamRequest::Default),
+            SyncAction::Nothing => Ok(()),
         }
     }
 }

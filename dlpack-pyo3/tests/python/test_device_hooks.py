@@ -72,6 +72,9 @@ def test_the_exchange_api_orders_a_device_tensor_before_the_default_stream(m):
     assert m.hook_log() == ["make_ready cuda:0 Default"]
     assert m.exchange_dltensor(t)["data_ptr"] == t.data_ptr
     assert m.hook_log() == ["make_ready cuda:0 Default"]
+    # Pinned memory too (which `__dlpack__()` without a stream waits for on the host).
+    m.exchange_roundtrip(tensor(m, CUDA_HOST))
+    assert m.hook_log() == ["make_ready cuda_host:0 Default"]
     # Without hooks (the producer orders its own work) and on the host: nothing to do.
     m.exchange_roundtrip(tensor(m, CUDA, hooks=False))
     m.exchange_roundtrip(tensor(m, 1))

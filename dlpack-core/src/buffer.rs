@@ -161,7 +161,8 @@ pub(crate) fn allocation_of<B: Buffer>(buffer: &mut B) -> Range<usize> {
 /// `shape` and `strides` (in elements, row-major when `None`) are written into `shape_out` and
 /// `strides_out`, which must have [`Dims::ndim`] entries. The description carries the buffer's
 /// allocation, so the export constructor refuses a layout that reaches outside the buffer
-/// ([`Error::SpanOutsideAllocation`]) or whose dims do not fit `i64` ([`Error::Overflow`]).
+/// ([`Error::SpanOutsideAllocation`]) or whose reach overflows ([`Error::Overflow`]); dims that
+/// do not fit `i64` are written as `i64::MAX` (see [`Dims`]).
 ///
 /// This is what `#[derive(DLPack)]` generates calls to; a hand-written [`Export`] for a struct
 /// with a buffer field can use it the same way.
@@ -261,8 +262,10 @@ pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any)
 /// A list of dimension sizes or strides: what a shape or strides field can hold.
 ///
 /// Implemented for `Vec`, `Box<[_]>` and arrays of `usize`, `isize`, `i64`, `u64`, `i32`
-/// and `u32`. Values that do not fit `i64` are written as `i64::MAX`, which the export
-/// constructor then refuses as an overflow; unsigned types refuse negative values on import.
+/// and `u32`. Values that do not fit `i64` are written as `i64::MAX`: the export then fails
+/// (a layout that reaches past its buffer, usually [`Error::SpanOutsideAllocation`]), except
+/// for a tensor with a zero-size axis, which has no element to reach and is exported with that
+/// size as `i64::MAX`. Unsigned types refuse negative values on import.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot hold DLPack dimensions",
     label = "a shape or strides field must be a list of integers",

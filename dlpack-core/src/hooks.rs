@@ -71,8 +71,8 @@ pub struct PointerInfo {
     pub allocation: Option<Range<usize>>,
 }
 
-/// The hooks a device crate implements. Every method has a default that refuses with
-/// [`Error::NoHook`], so a crate implements only what its runtime can do.
+/// The hooks a device crate implements. Every method but [`DeviceHooks::handles`] has a default
+/// that refuses with [`Error::NoHook`], so a crate implements only what its runtime can do.
 ///
 /// Hooks must be callable from any thread.
 ///

@@ -49,7 +49,9 @@ use crate::{Device, DeviceType, Error, MemoryKind, PyErrorKind, Version};
 ///
 /// A producer hands a request other than [`NoSync`](Self::NoSync) to
 /// [`DeviceHooks::make_ready`](crate::DeviceHooks::make_ready), which makes its pending work on
-/// the tensor visible on that stream (event record, then stream wait) without blocking the host.
+/// the tensor visible on that stream (event record, then stream wait) without blocking the host,
+/// unless [`ExportArgs::decide`] says the host must wait ([`SyncAction::Host`]: an export to the
+/// CPU, or pinned or managed memory asked for with `stream=None`).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum StreamRequest {
     /// `-1` on CUDA and ROCm, `None` on oneAPI: the producer must not synchronise; the consumer

@@ -1050,9 +1050,10 @@ impl ManagedTensor {
         matches!(self.raw, Raw::Legacy(_))
     }
 
-    /// A typed mutable view. Fails for read-only tensors and for strides that make distinct
-    /// indices share memory (zero strides, say), besides everything [`CheckedTensor::view`]
-    /// checks.
+    /// A typed mutable view. Fails for read-only tensors ([`Error::ReadOnly`]), for strides that
+    /// make distinct indices share memory (zero strides, say: [`Error::OverlappingStrides`]) and
+    /// for data that overlaps the tensor's own struct, shape or strides
+    /// ([`Error::DataOverlapsDescription`]), besides everything [`CheckedTensor::view`] checks.
     pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
         let header = self.header();
         self.checked.view_mut(header)

@@ -306,9 +306,10 @@ macro_rules! shared_methods {
         ///
         /// # Panics
         ///
-        /// As `Vec::with_capacity` does, when the elements do not fit in memory: a broadcast
-        /// view (stride 0) can describe far more elements than its memory holds. Use
-        /// [`Self::try_to_vec`] to get [`Error::OutOfMemory`] instead.
+        /// As `Vec::with_capacity` does when the elements do not fit in memory: a panic
+        /// (capacity overflow) or an abort (allocation failure). A broadcast view (stride 0) can
+        /// describe far more elements than its memory holds: use [`Self::try_to_vec`] to get
+        /// [`Error::OutOfMemory`] instead.
         pub fn to_vec(&self) -> Vec<T> {
             self.raw.collect_vec()
         }
@@ -374,7 +375,8 @@ unsafe impl<T: Sync> Sync for TensorView<'_, T> {}
 /// A mutable typed view of a tensor's host memory, borrowed exclusively from its owner.
 ///
 /// Obtained from [`ManagedTensor::view_mut`](crate::ManagedTensor::view_mut), which refuses
-/// read-only tensors and strides under which two indices would share an element.
+/// read-only tensors, strides under which two indices would share an element, and data that
+/// overlaps the tensor's own description.
 pub struct TensorViewMut<'a, T> {
     raw: Raw<'a, T>,
     _marker: PhantomData<&'a mut [T]>,

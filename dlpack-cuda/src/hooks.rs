@@ -241,7 +241,10 @@ unsafe impl<D: Driver> DeviceHooks for HookLogic<D> {
 ///   the consumer's stream wait on it: no host blocking, no `cuCtxSynchronize`. The stream
 ///   numbers follow the Python protocol ([`dlpack_core::protocol::parse_stream`] reads them):
 ///   `-1` no synchronisation, `None` and `1` the legacy default stream, `2` the per-thread
-///   default stream, larger values a `cudaStream_t`; `0` is refused by `parse_stream`.
+///   default stream, larger values a `cudaStream_t`; `0` is refused by `parse_stream`. Pinned
+///   and managed memory asked for with `None` (which a CPU consumer may read in place) and any
+///   export to `dl_device=(kDLCPU, 0)` get [`DeviceHooks::wait_host`] instead: the host waits
+///   for this stream.
 /// - **Consuming** (a foreign tensor imported): pass [`CudaHooks::consumer_stream`] as the
 ///   `stream=` argument of the producer's `__dlpack__`, so the producer makes the data ready on
 ///   it; the copies of [`DeviceHooks::copy_to_host`] and [`DeviceHooks::copy_from_host`] run on

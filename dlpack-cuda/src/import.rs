@@ -119,8 +119,10 @@ impl CudaImport {
     /// strides included) takes one copy; a layout with gaps (a slice of a larger tensor) takes
     /// one copy per contiguous run, so the bytes between elements are never written. Refused:
     /// read-only tensors ([`Error::ReadOnly`]), layouts where two indices share an element
-    /// ([`Error::OverlappingStrides`]), another dtype, and a `values` length other than the
-    /// tensor's ([`Error::ShapeMismatch`]).
+    /// ([`Error::OverlappingStrides`]), elements lying in the tensor's own struct, shape or
+    /// strides ([`Error::DataOverlapsDescription`]: pinned or managed memory is at host
+    /// addresses), another dtype, and a `values` length other than the tensor's
+    /// ([`Error::ShapeMismatch`]).
     pub fn copy_from_host<T: Element>(
         &mut self,
         hooks: &dyn DeviceHooks,

@@ -43,7 +43,8 @@
 //! - Export: [`CudaBuffer`] (`CudaSlice<T>`, `kDLCUDA` + ordinal), [`PinnedBuffer`]
 //!   (`kDLCUDAHost`), [`ManagedBuffer`] (`kDLCUDAManaged`): dlpack-core [`Buffer`]s, so each
 //!   exports by itself, can be the data field of a derived tensor struct, and is what a derived
-//!   import copies into. [`CudaTensor`] gives any of them a shape, strides and an offset.
+//!   import copies into. [`CudaTensor`] gives any of them a shape, strides and an offset;
+//!   [`SliceMut`] is [`CudaBuffer::slice_mut`]'s guard for writing the slice through cudarc.
 //! - Hooks: [`CudaHooks`], dlpack-core's [`DeviceHooks`] for CUDA: pointer -> (device, memory
 //!   kind, allocation) with `cuPointerGetAttributes`; the stream handshake (`cuEventRecord` on
 //!   our stream, `cuStreamWaitEvent` on the consumer's); device <-> host copies.
@@ -58,9 +59,10 @@
 //!
 //! - `__dlpack__(stream=s, ...)` on a Rust CUDA tensor: `parse_stream(device, s)` (dlpack-core)
 //!   then [`DeviceHooks::make_ready`]`(device, request)` before handing out the capsule, and
-//!   [`DeviceHooks::wait_host`] when the protocol asks for host synchronisation (an export of
-//!   pinned or managed memory to `dl_device=(kDLCPU, 0)`). `__dlpack_device__` is the tensor's
-//!   device.
+//!   [`DeviceHooks::wait_host`] instead when the protocol asks for host synchronisation (an
+//!   export to `dl_device=(kDLCPU, 0)`, or pinned or managed memory asked for with
+//!   `stream=None`, which a CPU consumer such as NumPy reads in place). `__dlpack_device__` is
+//!   the tensor's device.
 //! - `from_dlpack(x)` of a CUDA tensor: call `x.__dlpack__(stream=hooks.consumer_stream(dev))`
 //!   with `dev` from `x.__dlpack_device__()`, then [`CudaImport::new`] (or
 //!   [`ManagedTensor::verify_device`] with the hooks) on the tensor it returns.
@@ -139,7 +141,7 @@ pub use cudarc;
 use cudarc::driver::CudaContext;
 use dlpack_core::Error;
 
-pub use export::{CudaBuffer, CudaTensor, ManagedBuffer, PinnedBuffer};
+pub use export::{CudaBuffer, CudaTensor, ManagedBuffer, PinnedBuffer, SliceMut};
 pub use hooks::CudaHooks;
 pub use import::{CudaImport, DeviceView, ForeignSlice};
 

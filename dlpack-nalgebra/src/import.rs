@@ -686,8 +686,9 @@ fn room_for<T>(len: usize) -> Result<(), Error> {
 /// 4. anything else is copied ([`to_dmatrix`]).
 ///
 /// The tensor is consumed: on error it is dropped, so its deleter has run. Errors are those of
-/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view) (dtype, device, alignment) and
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d.
+/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view) (dtype, device, alignment),
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, and
+/// [`Error::OutOfMemory`] when a copy does not fit in memory (a broadcast tensor).
 ///
 /// ```
 /// use nalgebra::DMatrix;
@@ -732,8 +733,8 @@ pub fn into_dmatrix<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DMatri
 /// ([`ManagedTensor::into_vec`]); anything else is copied ([`to_dvector`]).
 ///
 /// The tensor is consumed (dropped on error). A tensor that is not 1-d is
-/// [`Error::NdimMismatch`]; other errors are those of
-/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view).
+/// [`Error::NdimMismatch`], a copy that does not fit in memory [`Error::OutOfMemory`]; other
+/// errors are those of [`CheckedTensor::view`](dlpack_core::CheckedTensor::view).
 ///
 /// ```
 /// let v = vec![1.0f64, 2.0];

@@ -2,8 +2,8 @@
 //!
 //! Every view here is made from dlpack-core's validated views ([`CheckedTensor::view`],
 //! [`ManagedTensor::view_mut`]), which have already checked the dtype, the device, the alignment,
-//! the span of every reachable byte and, for mutable access, the read-only flag and overlapping
-//! strides. What is left is ndarray's own form: a pointer to the lowest address with
+//! the span of every reachable byte and, for mutable access, the read-only flag, overlapping
+//! strides and data over the tensor's own description. What is left is ndarray's own form: a pointer to the lowest address with
 //! non-negative strides, then [`invert_axis`](ndarray::ArrayBase::invert_axis) for every axis
 //! that runs backwards.
 
@@ -262,7 +262,8 @@ pub trait AsArray {
 
     /// Copies the elements into a new standard-layout (C order) array.
     ///
-    /// Fails as [`AsArray::as_array_view`] does.
+    /// Fails as [`AsArray::as_array_view`] does, and with [`Error::OutOfMemory`] when the copy
+    /// does not fit in memory (a broadcast tensor can describe far more elements than it holds).
     fn to_array<T: Element, D: Dimension>(&self) -> Result<Array<T, D>, Error>;
 }
 
@@ -298,8 +299,9 @@ pub trait AsArrayMut {
     /// A mutable view of the tensor's memory, without a copy.
     ///
     /// Fails as [`AsArray::as_array_view`] does, and also for read-only tensors
-    /// ([`Error::ReadOnly`]) and for strides under which two indices reach the same element
-    /// ([`Error::OverlappingStrides`]: a broadcast tensor, say).
+    /// ([`Error::ReadOnly`]), for strides under which two indices reach the same element
+    /// ([`Error::OverlappingStrides`]: a broadcast tensor, say) and for data that overlaps the
+    /// tensor's own struct, shape or strides ([`Error::DataOverlapsDescription`]).
     fn as_array_view_mut<T: Element, D: Dimension>(
         &mut self,
     ) -> Result<ArrayViewMut<'_, T, D>, Error>;
@@ -437,7 +439,7 @@ enum Access<T, D> {
 ///
 /// Everything is checked once, in [`ImportedArray::new`]: the ndim, the dtype, host access,
 /// alignment, the values of a `bool` tensor, and whether the tensor may be written (not
-/// read-only, no overlapping strides).
+/// read-only, no overlapping strides, no data over its own description).
 ///
 /// ```
 /// use dlpack_core::{Error, ManagedTensor};
@@ -505,7 +507,7 @@ impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
     }
 
     /// A mutable view; fails with the reason the tensor cannot be written
-    /// ([`Error::ReadOnly`], [`Error::OverlappingStrides`]).
+    /// ([`Error::ReadOnly`], [`Error::OverlappingStrides`], [`Error::DataOverlapsDescription`]).
     pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, T, D>, Error> {
         match &self.access {
             // SAFETY: the raw view was made from a core mutable view of `self.tensor` (writable,

@@ -1,7 +1,7 @@
 //! How dlpack-core's [`Error`]s become Python exceptions.
 //!
 //! Every error maps to the class its [`PyErrorKind`] names (`BufferError`, `ValueError`,
-//! `TypeError`), with the core's message. Two situations get a class that also derives from
+//! `TypeError`, `MemoryError`), with the core's message. Two situations get a class that also derives from
 //! the exception NumPy raises there, so code written against either catches it:
 //!
 //! | situation | the core's kind | NumPy 2.x raises | raised here |

@@ -226,6 +226,7 @@ pub enum Error {
 /// values, `TypeError` for arguments of the wrong type; and `MemoryError`, as Python raises it,
 /// when a copy cannot be allocated.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[non_exhaustive]
 pub enum PyErrorKind {
     /// `BufferError`.
     BufferError,

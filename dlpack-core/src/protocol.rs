@@ -505,7 +505,8 @@ impl ExportArgs {
             // Pinned and managed memory asked for with `stream=None` may go to a CPU consumer
             // (NumPy reads `kDLCUDAHost` and `kDLCUDAManaged` in place, passing no stream),
             // which no stream ordering reaches: the host waits. A GPU consumer that wants the
-            // device-side ordering alone names its stream.
+            // device-side ordering alone names its stream (on ROCm, where `0` is the default
+            // stream and reads as `None`, a stream other than the default one).
             SyncAction::Host
         } else {
             SyncAction::Stream(stream)

@@ -511,7 +511,9 @@ impl CheckedTensor {
         self.check_disjoint_from_description(header)
     }
 
-    /// Refuses a data span that overlaps the memory the tensor's layout is read from: the struct
+    /// Refuses a data span (every byte from the lowest element to the highest, so the gaps of a
+    /// strided tensor count too: conservative) that overlaps the memory the tensor's layout is
+    /// read from: the struct
     /// (`header`), the shape array, or the producer's strides array. Reading such a tensor is
     /// harmless, but a write through a mutable view would change `ndim`, the shape, the strides
     /// (or even the deleter), and with them the bounds the view relies on.
@@ -538,7 +540,8 @@ impl CheckedTensor {
             ("shape array", array(t.shape)),
             ("strides array", strides),
         ] {
-            if range.start < end && start < range.end {
+            // Half-open ranges; an empty one (no array for ndim 0) overlaps nothing.
+            if range.start < range.end && range.start < end && start < range.end {
                 return Err(Error::DataOverlapsDescription { what, start, end });
             }
         }
@@ -1071,7 +1074,7 @@ impl ManagedTensor {
     ///
     /// let t = ManagedTensor::export(vec![1u8, 2])?;
     /// assert_eq!(t.check_writable(), Ok(()));
-    /// let t = t.into_read_only()?;
+    /// let t = t.into_read_only();
     /// assert_eq!(t.check_writable(), Err(Error::ReadOnly));
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
@@ -1088,9 +1091,12 @@ impl ManagedTensor {
     }
 
     /// Makes this owner read-only whatever the producer said: views of it are read-only from now
-    /// on, and so is every tensor handed on from it ([`ManagedTensor::into_raw`] passes the flag
-    /// on; a legacy tensor, which has no flags, is wrapped in a read-only versioned one, and
-    /// [`ManagedTensor::into_raw_legacy`] refuses it then with [`Error::LegacyReadOnly`]).
+    /// on, and so is every tensor handed on from it: [`ManagedTensor::into_raw`] wraps it in a
+    /// read-only versioned struct (one allocation) when its own struct says otherwise,
+    /// [`ManagedTensor::into_raw_legacy`] refuses it ([`Error::LegacyReadOnly`]) unless the
+    /// legacy struct is read-only already, and [`ManagedTensor::reclaim`] and
+    /// [`ManagedTensor::into_vec`] give it back untouched. Nothing is written into the
+    /// producer's struct.
     ///
     /// For a consumer that lets others keep reading the memory (a shared import, as NumPy's
     /// `from_dlpack` makes).
@@ -1098,34 +1104,36 @@ impl ManagedTensor {
     /// ```
     /// use dlpack_core::{Error, ManagedTensor};
     ///
-    /// let mut t = ManagedTensor::export(vec![1i32, 2, 3])?.into_read_only()?;
+    /// let mut t = ManagedTensor::export(vec![1i32, 2, 3])?.into_read_only();
     /// assert!(t.is_read_only());
     /// assert_eq!(t.view_mut::<i32>().unwrap_err(), Error::ReadOnly);
+    /// let t = t.into_vec::<i32>().unwrap_err(); // its Vec is not handed out either
     /// let raw = t.into_raw()?;
     /// let back = unsafe { ManagedTensor::from_raw(raw) }?;
     /// assert!(back.is_read_only());
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
-    ///
-    /// # Errors
-    ///
-    /// Only for a legacy tensor, whose wrapping allocates: as [`ManagedTensor::export`].
-    pub fn into_read_only(mut self) -> Result<Self, Error> {
-        if self.is_read_only() {
-            return Ok(self);
-        }
+    pub fn into_read_only(mut self) -> Self {
         self.checked.flags |= Flags::READ_ONLY;
+        self
+    }
+
+    /// Whether this owner is read-only through [`ManagedTensor::into_read_only`] alone, while
+    /// its struct lets a consumer write: a versioned struct without `READ_ONLY`, or a legacy
+    /// struct this crate exported (which imports writable).
+    fn restricted(&self) -> bool {
+        if !self.is_read_only() {
+            return false;
+        }
         match self.raw {
             Raw::Versioned(p) => {
-                // SAFETY: this owner holds the live struct exclusively, and its version was
-                // validated as 1.x, whose struct has the `flags` field. No view exists (`self`
-                // is owned here), so changing the struct is invisible to anyone but the next
-                // consumer, which is told the truth.
-                unsafe { (*p.as_ptr()).flags |= Flags::READ_ONLY.0 };
-                Ok(self)
+                // SAFETY: the live struct, validated as 1.x (whole and readable), held by this
+                // owner.
+                let flags = unsafe { (*p.as_ptr()).flags };
+                flags & Flags::READ_ONLY.0 == 0
             }
-            // `describe` passes the owner's (now read-only) flags on to the wrapper.
-            Raw::Legacy(_) => ManagedTensor::export(self),
+            // SAFETY: the live struct, readable (import contract).
+            Raw::Legacy(p) => export::is_ours(unsafe { (*p.as_ptr()).manager_ctx }),
         }
     }
 
@@ -1144,11 +1152,13 @@ impl ManagedTensor {
     /// once. A legacy tensor is first wrapped in a versioned one (one allocation).
     pub fn into_raw(self) -> Result<*mut DLManagedTensorVersioned, Error> {
         match self.raw {
-            Raw::Versioned(p) => {
+            Raw::Versioned(p) if !self.restricted() => {
                 self.forget();
                 Ok(p.as_ptr())
             }
-            Raw::Legacy(_) => Ok(export::export::<DLManagedTensorVersioned, _>(self)?
+            // A legacy struct, or one whose flags let a consumer write what this owner may not:
+            // wrapped, with this owner's flags.
+            _ => Ok(export::export::<DLManagedTensorVersioned, _>(self)?
                 .0
                 .as_ptr()),
         }
@@ -1159,16 +1169,20 @@ impl ManagedTensor {
     /// it is read-only ([`Error::LegacyReadOnly`]).
     pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Error> {
         match self.raw {
-            Raw::Legacy(p) => {
+            Raw::Legacy(p) if !self.restricted() => {
                 self.forget();
                 Ok(p.as_ptr())
             }
+            // A legacy struct has no flags, so a restricted one of ours (which imports
+            // writable) cannot be handed on as legacy.
+            Raw::Legacy(_) => Err(Error::LegacyReadOnly),
             Raw::Versioned(_) => Ok(export::export::<DLManagedTensor, _>(self)?.0.as_ptr()),
         }
     }
 
     /// Gives back the producer this tensor was exported from, without a copy, if it was
-    /// exported by this crate from a `P`; otherwise returns the tensor untouched.
+    /// exported by this crate from a `P` (and not made read-only by
+    /// [`ManagedTensor::into_read_only`]); otherwise returns the tensor untouched.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -1181,6 +1195,10 @@ impl ManagedTensor {
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
     pub fn reclaim<P: Export>(self) -> Result<P, Self> {
+        if self.restricted() {
+            // Made read-only by this owner: others may still be reading the memory.
+            return Err(self);
+        }
         // In both arms: the live struct is readable, its `manager_ctx` marks it as a block made
         // by `export` (only such blocks carry that tag), and this owner holds it exclusively.
         let taken = match self.raw {
@@ -1249,6 +1267,10 @@ impl ManagedTensor {
     /// Asks the producer of a tensor this crate exported for its `Vec` ([`Export::give_vec`]).
     /// Once the slot is filled, the data must not be read again: only deleting is left.
     fn ask_for_vec(&mut self, slot: &mut dyn core::any::Any) {
+        if self.restricted() {
+            // Made read-only by this owner: others may still be reading the memory.
+            return;
+        }
         // In both arms: the live struct is readable, its `manager_ctx` marks it as a block made
         // by `export`, and this owner holds it exclusively (`&mut self`) and reads no data
         // meanwhile.

@@ -1806,11 +1806,10 @@ fn a_producer_whose_describe_panics_is_dropped_once_and_its_block_freed() {
 #[test]
 fn into_read_only_restricts_views_and_what_is_handed_on() {
     let built = Foreign::of(&[1i32, 2, 3], &[3]).build();
-    let t = import(&built).unwrap().into_read_only().unwrap();
-    let mut t = t;
+    let mut t = import(&built).unwrap().into_read_only();
     assert_eq!(t.view_mut::<i32>().unwrap_err(), Error::ReadOnly);
     assert_eq!(t.to_vec::<i32>().unwrap(), [1, 2, 3]);
-    // Handed on, the struct itself says so.
+    // Handed on, it is wrapped in a read-only struct.
     let raw = t.into_raw().unwrap();
     // SAFETY: handed back by `into_raw`, owned here.
     let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
@@ -1826,7 +1825,59 @@ fn into_read_only_restricts_views_and_what_is_handed_on() {
     // SAFETY: a legacy tensor this crate just exported, owned here.
     let t = unsafe { ManagedTensor::from_raw_legacy(raw) }.unwrap();
     assert!(!t.is_read_only());
-    let t = t.into_read_only().unwrap();
-    assert!(t.is_read_only() && !t.is_legacy());
+    let t = t.into_read_only();
+    assert!(t.is_read_only() && t.is_legacy());
+    // Its Vec is not handed out (others may be reading the memory), nor is it handed on as
+    // legacy (our legacy exports import writable); as versioned it is wrapped, read-only.
+    let t = t.into_vec::<u8>().unwrap_err();
+    let t = t.reclaim::<Vec<u8>>().unwrap_err();
+    let raw = t.into_raw().unwrap();
+    // SAFETY: handed back by `into_raw`, owned here.
+    let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    assert!(t.is_read_only());
+    assert_eq!(t.to_vec::<u8>().unwrap(), [5, 6]);
     assert_eq!(t.into_raw_legacy().unwrap_err(), Error::LegacyReadOnly);
+
+    // A writable versioned struct is wrapped when handed on, never written: its own flags stay.
+    let raw = ManagedTensor::export(vec![7u8])
+        .unwrap()
+        .into_raw()
+        .unwrap();
+    // SAFETY: a tensor this crate just exported, owned here.
+    let t = unsafe { ManagedTensor::from_raw(raw) }
+        .unwrap()
+        .into_read_only();
+    let wrapped = t.into_raw().unwrap();
+    assert_ne!(wrapped, raw, "wrapped, not handed on as it is");
+    // SAFETY: `raw` is alive inside the wrapper, which this test owns; only its flags are read.
+    let flags = unsafe { (*raw).flags };
+    assert_eq!(
+        flags & Flags::READ_ONLY.0,
+        0,
+        "the producer's struct is untouched"
+    );
+    // SAFETY: handed back by `into_raw`, owned here.
+    let t = unsafe { ManagedTensor::from_raw(wrapped) }.unwrap();
+    assert!(t.is_read_only());
+}
+
+#[test]
+fn a_scalar_whose_unused_shape_pointer_points_into_its_data_is_writable() {
+    // ndim 0: no shape or strides are read, so pointers into the data overlap nothing.
+    let mut data = [0i64; 2];
+    let base = data.as_mut_ptr();
+    let scalar = dlpack_core::ffi::DLTensor {
+        data: base.cast(),
+        device: Device::CPU,
+        ndim: 0,
+        dtype: DataType::new(DataTypeCode::COMPLEX, 128, 1),
+        // SAFETY: inside `data`.
+        shape: unsafe { base.add(1) },
+        strides: ptr::null_mut(),
+        byte_offset: 0,
+    };
+    // SAFETY: a valid scalar over `data`, which outlives the borrow and nothing else uses.
+    let t = unsafe { dlpack_core::BorrowedTensor::new(&scalar, Version::CURRENT, Flags::empty()) }
+        .unwrap();
+    assert_eq!(t.check_writable(), Ok(()));
 }

@@ -98,11 +98,11 @@ impl RawTensor {
             RawTensor::Legacy(p) => unsafe { ManagedTensor::from_raw_legacy(p.as_ptr()) },
         }
         .map_err(to_py_err)?;
-        if writable {
-            Ok(tensor)
+        Ok(if writable {
+            tensor
         } else {
-            tensor.into_read_only().map_err(to_py_err)
-        }
+            tensor.into_read_only()
+        })
     }
 }
 

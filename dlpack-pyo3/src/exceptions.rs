@@ -36,10 +36,11 @@ use pyo3::types::{PyDict, PyType};
 pub fn to_py_err(err: Error) -> PyErr {
     let message = err.to_string();
     match err.py_kind() {
-        PyErrorKind::BufferError => PyBufferError::new_err(message),
         PyErrorKind::ValueError => PyValueError::new_err(message),
         PyErrorKind::TypeError => PyTypeError::new_err(message),
         PyErrorKind::MemoryError => PyMemoryError::new_err(message),
+        // BufferError, and any kind a later dlpack-core adds: the protocol's default.
+        _ => PyBufferError::new_err(message),
     }
 }
 

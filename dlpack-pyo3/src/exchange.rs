@@ -95,10 +95,11 @@ unsafe fn write_out<T>(out: *mut T, value: T, what: &'static str) -> Result<(), 
 /// The exception kind's name, as the allocator's `set_error` takes it.
 fn kind_name(kind: PyErrorKind) -> &'static CStr {
     match kind {
-        PyErrorKind::BufferError => c"BufferError",
         PyErrorKind::ValueError => c"ValueError",
         PyErrorKind::TypeError => c"TypeError",
         PyErrorKind::MemoryError => c"MemoryError",
+        // BufferError, and any kind a later dlpack-core adds: the protocol's default.
+        _ => c"BufferError",
     }
 }
 

@@ -560,6 +560,12 @@ pub fn dlpack_device(device: Device) -> (i32, i32) {
 /// `DLPackStreamError` (a `ValueError` and a `RuntimeError`) for a stream the device does not
 /// take.
 ///
+/// When the host must wait for the device (an export to the CPU, or pinned or managed memory
+/// asked for with `stream=None`) the wait, and a copy from the device, run detached from the
+/// interpreter (`py.detach`), since the work waited for may need a Python thread. So this call,
+/// and every `__dlpack__` this crate serves, may let other Python threads run: do not hold a
+/// lock across it that those threads take while attached.
+///
 /// ```
 /// use dlpack_core::ManagedTensor;
 /// use pyo3::prelude::*;
@@ -698,7 +704,8 @@ impl Exporter {
         self.to_capsule(py, &args)
     }
 
-    /// `__dlpack__` with arguments already converted.
+    /// `__dlpack__` with arguments already converted. Like [`to_capsule`](fn@to_capsule), it may
+    /// detach from the interpreter while the host waits for the device.
     pub fn to_capsule<'py>(
         &self,
         py: Python<'py>,

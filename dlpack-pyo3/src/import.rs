@@ -163,14 +163,15 @@ unsafe fn import(
     }
 }
 
-/// Whether a producer that took the keywords served them: the tensor is on the `dl_device`
-/// asked for, and a copy asked for says it is one (`IS_COPIED`). A producer that takes the
-/// keywords and ignores them (a wrapper's `**kwargs`, say) would otherwise hand a `copy=True`
-/// consumer a writable alias of its own memory; such a tensor is served here instead.
+/// Whether a producer that took the keywords served the `dl_device` asked for: one that takes
+/// them and ignores them (a wrapper's `**kwargs`, say) would otherwise hand over a tensor on
+/// another device; such a tensor is served here instead (or refused).
+///
+/// `copy=True` cannot be checked the same way: `IS_COPIED` is optional (JAX answers with a
+/// legacy capsule, which has no flags; PyTorch copies without setting it), so a producer that
+/// ignores `copy` goes unnoticed, as it would with NumPy's own `from_dlpack`.
 fn served(tensor: &ManagedTensor, options: &ImportOptions) -> bool {
-    let on_device = options.dl_device.is_none_or(|d| tensor.device() == d);
-    let copied = options.copy != Some(true) || tensor.flags().contains(Flags::IS_COPIED);
-    on_device && copied
+    options.dl_device.is_none_or(|d| tensor.device() == d)
 }
 
 /// Calls `obj.__dlpack__(max_version=(1, 3))` as [`from_dlpack`] does for a producer without

@@ -90,8 +90,21 @@ fn first_full_index(shape: &[i64], kept: &[usize], kept_shape: &[i64], kept_inde
         .fold(0usize, |flat, (&c, &d)| flat * d as usize + c)
 }
 
-/// An empty `Vec` with room for exactly `len` elements, or [`Error::OutOfMemory`].
-pub(crate) fn try_vec_with_capacity<T>(len: usize) -> Result<Vec<T>, Error> {
+/// An empty `Vec` with room for exactly `len` elements, or [`Error::OutOfMemory`] where
+/// `Vec::with_capacity` would panic or abort: for copies whose size a foreign tensor decides (a
+/// broadcast tensor describes far more elements than its memory holds).
+///
+/// ```
+/// use dlpack_core::{try_vec_with_capacity, Error};
+///
+/// assert!(try_vec_with_capacity::<f32>(4)?.capacity() >= 4);
+/// assert_eq!(
+///     try_vec_with_capacity::<f32>(1 << 62).unwrap_err(),
+///     Error::OutOfMemory { bytes: 4 << 62 }
+/// );
+/// # Ok::<(), Error>(())
+/// ```
+pub fn try_vec_with_capacity<T>(len: usize) -> Result<Vec<T>, Error> {
     let mut out = Vec::new();
     out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
         bytes: len as u128 * core::mem::size_of::<T>() as u128,

@@ -641,7 +641,7 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
     }
     // nalgebra allocates the copies below itself, and aborts if it cannot: make sure first
     // that it can (a broadcast tensor describes far more elements than its memory holds).
-    room_for::<T>(view.len())?;
+    drop(dlpack_core::try_vec_with_capacity::<T>(view.len())?);
     if let Ok(cs) = layout.unit_rows(ROW_STRIDE) {
         // SAFETY: `view` is a core view that outlives this call; `cs` from `unit_rows`.
         return Ok(unsafe { matrix_view_parts(view.as_ptr(), &layout, cs) }.clone_owned());
@@ -664,16 +664,6 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
 pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVector<T>, Error> {
     Layout::vector(view.shape(), view.strides())?;
     Ok(DVector::from_vec(view.try_to_vec()?))
-}
-
-/// [`Error::OutOfMemory`] unless `len` elements of `T` can be allocated right now (the space is
-/// allocated and freed at once: the operating system commits no page of it).
-fn room_for<T>(len: usize) -> Result<(), Error> {
-    Vec::<T>::new()
-        .try_reserve_exact(len)
-        .map_err(|_| Error::OutOfMemory {
-            bytes: len as u128 * core::mem::size_of::<T>() as u128,
-        })
 }
 
 /// Turns a tensor into an owned `DMatrix`, without a copy when it can:

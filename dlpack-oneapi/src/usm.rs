@@ -145,7 +145,7 @@ impl<T: Element> UsmBuffer<T> {
             return Ok(buffer);
         }
         let bytes = buffer.len * core::mem::size_of::<T>();
-        let mut zeros = host_vec::<u8>(bytes)?;
+        let mut zeros = dlpack_core::try_vec_with_capacity::<u8>(bytes)?;
         zeros.resize(bytes, 0);
         let queue = context.queue(&buffer.ze_device)?;
         // SAFETY: `bytes` host bytes into this buffer's fresh device allocation of `bytes`
@@ -295,11 +295,11 @@ impl<T: Element> UsmBuffer<T> {
     /// the buffer's device).
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         if let Some(s) = self.as_slice() {
-            let mut out = host_vec::<T>(s.len())?;
+            let mut out = dlpack_core::try_vec_with_capacity::<T>(s.len())?;
             out.extend_from_slice(s);
             return Ok(out);
         }
-        let mut out = host_vec::<MaybeUninit<T>>(self.len)?;
+        let mut out = dlpack_core::try_vec_with_capacity::<MaybeUninit<T>>(self.len)?;
         let queue = self.queue()?;
         // SAFETY: the source is this buffer's `len` initialised elements; the destination is the
         // Vec's spare capacity of `len` elements, which nobody else sees.
@@ -478,15 +478,4 @@ unsafe impl<T: Element> Buffer for UsmBuffer<T> {
             T::DTYPE
         )))
     }
-}
-
-/// An empty host `Vec` with room for `len` elements: as large as a device allocation that
-/// exists, it may still not fit in host memory, which is [`Error::OutOfMemory`] rather than an
-/// abort.
-fn host_vec<T>(len: usize) -> Result<Vec<T>, Error> {
-    let mut out = Vec::new();
-    out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
-        bytes: len as u128 * core::mem::size_of::<T>() as u128,
-    })?;
-    Ok(out)
 }

@@ -776,7 +776,7 @@ enum Source {
 }
 
 impl Source {
-    fn tensor(&self) -> &CheckedTensor {
+    fn tensor(&self) -> &ManagedTensor {
         match self {
             Source::Owned(t) => t,
             Source::Shared(t) => t,
@@ -878,15 +878,11 @@ fn serve(
         ExportPlan::CopyTo(target) if target == Device::CPU => {
             let flags = Flags::empty().with(Flags::IS_COPIED, decision.sets_is_copied());
             // A copy from a device waits for it, detached as above.
-            let copy = match &source {
-                Source::Owned(t) if device.device_type != DeviceType::CPU => {
-                    py.detach(|| host_copy(t, hooks, flags))
-                }
-                Source::Shared(t) if device.device_type != DeviceType::CPU => {
-                    let t: &ManagedTensor = t;
-                    py.detach(|| host_copy(t, hooks, flags))
-                }
-                _ => host_copy(source.tensor(), hooks, flags),
+            let tensor = source.tensor();
+            let copy = if device.device_type == DeviceType::CPU {
+                host_copy(tensor, hooks, flags)
+            } else {
+                py.detach(|| host_copy(tensor, hooks, flags))
             };
             copy.and_then(ManagedTensor::export)
                 .and_then(|copy| raw_of(copy, decision.format))
@@ -901,24 +897,18 @@ fn serve(
     exported.map_err(to_py_err)
 }
 
-/// An export of another tensor's memory, with another device or other flags: pinned or managed
-/// memory relabelled to the CPU, or a tensor made read-only.
+/// An export of another tensor's memory on another device: pinned or managed memory (or host
+/// and shared USM) relabelled to the CPU.
 pub(crate) struct Reexport {
     inner: ManagedTensor,
     device: Device,
-    flags: Flags,
 }
 
 impl Reexport {
     /// `inner`'s memory on `device`, with `inner`'s flags (dlpack-core's
     /// [`ExportPlan::Relabel`]).
     pub(crate) fn relabel(inner: ManagedTensor, device: Device) -> Self {
-        let flags = inner.flags();
-        Reexport {
-            inner,
-            device,
-            flags,
-        }
+        Reexport { inner, device }
     }
 }
 
@@ -939,7 +929,7 @@ unsafe impl Export for Reexport {
             byte_offset: self.inner.byte_offset(),
             dtype: self.inner.dtype(),
             device: self.device,
-            flags: self.flags,
+            flags: self.inner.flags(),
             allocation: None,
         }
     }

@@ -128,10 +128,6 @@ impl CudaImport {
         hooks: &dyn DeviceHooks,
         values: &[T],
     ) -> Result<(), Error> {
-        // Read-only, overlapping strides, and elements lying in the tensor's own struct, shape
-        // or strides (pinned or managed memory is at host addresses): a chunk written there
-        // would move the later ones.
-        self.tensor.check_writable()?;
         copy_from_host(&self.tensor, hooks, values)
     }
 
@@ -407,9 +403,9 @@ fn placement(shape: &[i64], strides: &[i64]) -> Result<Placement, Error> {
     Ok(Placement::Runs { run })
 }
 
-/// [`CudaImport::copy_from_host`], on a checked tensor.
-pub(crate) fn copy_from_host<T: Element>(
-    tensor: &CheckedTensor,
+/// [`CudaImport::copy_from_host`], on the import's tensor.
+fn copy_from_host<T: Element>(
+    tensor: &ManagedTensor,
     hooks: &dyn DeviceHooks,
     values: &[T],
 ) -> Result<(), Error> {
@@ -418,9 +414,10 @@ pub(crate) fn copy_from_host<T: Element>(
     if !hooks.handles(device.device_type) {
         return Err(Error::NoHook { device });
     }
-    if tensor.is_read_only() {
-        return Err(Error::ReadOnly);
-    }
+    // Read-only, overlapping strides, and elements lying in the tensor's own struct, shape or
+    // strides (pinned or managed memory is at host addresses): a chunk written there would move
+    // the later ones.
+    tensor.check_writable()?;
     if values.len() != tensor.len() {
         return Err(Error::ShapeMismatch {
             found: tensor.shape().to_vec(),

@@ -124,6 +124,17 @@ pub enum Error {
         /// One past the last byte the tensor reaches.
         end: usize,
     },
+    /// A typed view whose every element must be checked (a `bool` view) was asked for a layout
+    /// whose strides make indices share elements so irregularly that checking each element once
+    /// would take more than 2^32 reads (strides 2 and 3 over the same bytes, say). Regular
+    /// overlaps (broadcasts, sliding windows) are checked element by element, whatever their
+    /// size; the bytes of this one can still be viewed as `u8`.
+    IrregularOverlap {
+        /// The tensor's shape.
+        shape: Vec<i64>,
+        /// The tensor's strides, in elements.
+        strides: Vec<i64>,
+    },
     /// Memory for a copy of the tensor could not be allocated.
     OutOfMemory {
         /// The number of bytes asked for (more than the address space holds, when it overflows).
@@ -134,7 +145,8 @@ pub enum Error {
     InvalidValue {
         /// The element type.
         dtype: DataType,
-        /// The row-major index of the first bad element.
+        /// The row-major index of the first bad element; where strides (other than broadcast
+        /// ones) make indices share elements, of one index that reaches a bad element.
         index: usize,
         /// The bad byte.
         byte: u8,
@@ -327,6 +339,10 @@ impl fmt::Display for Error {
             Error::DataOverlapsDescription { what, start, end } => write!(
                 f,
                 "the data (bytes {start:#x}..{end:#x}) overlaps the tensor's own {what}; mutable access refused, since a write would change the tensor's layout"
+            ),
+            Error::IrregularOverlap { shape, strides } => write!(
+                f,
+                "strides {strides:?} for shape {shape:?} make indices share elements too irregularly to check each element's value once in bounded time; view the bytes as u8 instead"
             ),
             Error::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate {bytes} bytes for a copy of the tensor")

@@ -78,6 +78,7 @@ mod flags;
 pub mod hooks;
 pub mod protocol;
 mod tensor;
+mod valid;
 mod version;
 mod view;
 

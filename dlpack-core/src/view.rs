@@ -74,22 +74,6 @@ impl Iterator for Offsets<'_> {
 
 impl ExactSizeIterator for Offsets<'_> {}
 
-/// The row-major index, among all of `shape`'s, of the first index that reaches the element at
-/// row-major index `kept_index` among the `kept` axes (of sizes `kept_shape`): that index with
-/// 0 on every other (broadcast) axis.
-fn first_full_index(shape: &[i64], kept: &[usize], kept_shape: &[i64], kept_index: usize) -> usize {
-    let mut coords = vec![0usize; shape.len()];
-    let mut rest = kept_index;
-    for (&axis, &size) in kept.iter().zip(kept_shape).rev() {
-        coords[axis] = rest % size as usize;
-        rest /= size as usize;
-    }
-    coords
-        .iter()
-        .zip(shape)
-        .fold(0usize, |flat, (&c, &d)| flat * d as usize + c)
-}
-
 /// An empty `Vec` with room for exactly `len` elements, or [`Error::OutOfMemory`] where
 /// `Vec::with_capacity` would panic or abort: for copies whose size a foreign tensor decides (a
 /// broadcast tensor describes far more elements than its memory holds).
@@ -161,30 +145,9 @@ impl<'a, T: Element> Raw<'a, T> {
             strides,
             len,
         };
-        if !T::ANY_BIT_PATTERN && len > 0 {
-            // Broadcast axes (stride 0) repeat the same elements: each is checked once, so a
-            // `bool` scalar seen 2^62 times takes one check, not 2^62.
-            let kept: Vec<usize> = (0..shape.len()).filter(|&a| strides[a] != 0).collect();
-            let kept_shape: Vec<i64> = kept.iter().map(|&a| shape[a]).collect();
-            let kept_strides: Vec<i64> = kept.iter().map(|&a| strides[a]).collect();
-            // Every size is > 0 (len > 0), and the product divides `len`.
-            let kept_len = kept_shape.iter().map(|&d| d as usize).product();
-            let size = core::mem::size_of::<T>();
-            for (index, offset) in Offsets::new(&kept_shape, &kept_strides, kept_len).enumerate() {
-                // SAFETY: the element at `offset` is reachable through the view's own axes (the
-                // same ones, at index 0 on the broadcast axes), hence readable (caller); reading
-                // its bytes as u8 is valid whatever they hold.
-                let bytes =
-                    unsafe { core::slice::from_raw_parts(ptr.offset(offset).cast::<u8>(), size) };
-                if !T::is_valid_bits(bytes) {
-                    return Err(Error::InvalidValue {
-                        dtype: T::DTYPE,
-                        index: first_full_index(shape, &kept, &kept_shape, index),
-                        byte: bytes[0],
-                    });
-                }
-            }
-        }
+        // SAFETY: every reachable element is readable (caller), and validation bounded every
+        // offset within isize.
+        unsafe { crate::valid::check_values(ptr.cast_const(), shape, strides, len) }?;
         Ok(raw)
     }
 

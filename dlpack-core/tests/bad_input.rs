@@ -861,6 +861,151 @@ fn bool_view_checks_each_broadcast_element_once_and_names_its_first_index() {
     drop_once(t, &built);
 }
 
+/// The offset of every index of `shape` / `strides`, in row-major order (by brute force).
+fn offsets_row_major(shape: &[i64], strides: &[i64]) -> Vec<i64> {
+    let mut out = vec![0i64];
+    for (&d, &s) in shape.iter().zip(strides) {
+        out = out
+            .iter()
+            .flat_map(|&o| (0..d).map(move |i| o + i * s))
+            .collect();
+    }
+    out
+}
+
+#[test]
+fn bool_view_checks_overlapping_windows_once_per_element() {
+    // Windows of windows of windows of a byte string (NumPy's `sliding_window_view` nests like
+    // this): 2^60 indices over 4 * (2^15 - 1) + 1 bytes. A walk over the indices would not
+    // finish; the view checks each byte once.
+    let side: i64 = if cfg!(miri) { 1 << 5 } else { 1 << 15 };
+    let shape = [side; 4];
+    let n = 4 * (side as usize - 1) + 1;
+    let window = |bytes: &[u8]| {
+        accepted(
+            Foreign::new(DataType::BOOL, &shape)
+                .bytes(bytes)
+                .with_strides(&[1, 1, 1, 1]),
+        )
+    };
+    let mut bytes = vec![1u8; n];
+    bytes[n / 2] = 0;
+    let (t, built) = window(&bytes);
+    let view = t.view::<bool>().unwrap();
+    assert_eq!(view.len() as u128, (side as u128).pow(4));
+    let last = (side - 1) as usize;
+    assert_eq!(view.get(&[last, last, 0, 0]), Some(&false)); // byte 2 * last = n / 2
+    assert_eq!(view.get(&[last, last, last, last]), Some(&true));
+    drop_once(t, &built);
+
+    // The last byte is reached by the last index alone: the error names it.
+    bytes[n - 1] = 2;
+    let (t, built) = window(&bytes);
+    let err = t.view::<bool>().unwrap_err();
+    let all = (side as u128).pow(4);
+    assert_eq!(
+        err,
+        Error::InvalidValue {
+            dtype: DataType::BOOL,
+            index: (all - 1) as usize,
+            byte: 2
+        }
+    );
+    drop_once(t, &built);
+}
+
+#[test]
+fn bool_view_of_overlapping_strides_agrees_with_brute_force() {
+    // Random small layouts whose axes overlap (strides from -3 to 3 over sizes up to 5), with a
+    // few bad bytes: the view is refused exactly when a reachable byte is bad, and the error
+    // names an index that reaches a bad byte (the first one whenever no two indices share one).
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let rounds = if cfg!(miri) { 40 } else { 3000 };
+    for _ in 0..rounds {
+        let ndim = 1 + next(4) as usize;
+        let shape: Vec<i64> = (0..ndim).map(|_| 1 + next(5) as i64).collect();
+        let strides: Vec<i64> = (0..ndim).map(|_| next(7) as i64 - 3).collect();
+        let offsets = offsets_row_major(&shape, &strides);
+        let lo = *offsets.iter().min().unwrap();
+        let hi = *offsets.iter().max().unwrap();
+        let bytes: Vec<u8> = (lo..=hi)
+            .map(|_| [0, 1, 1, 1, 1, 1, 2, 0x80][next(8) as usize])
+            .collect();
+        let byte_at = |o: i64| bytes[(o - lo) as usize];
+        let foreign = Foreign::new(DataType::BOOL, &shape)
+            .bytes(&bytes)
+            .with_strides(&strides)
+            .data(Data::Buffer {
+                offset: -lo as usize,
+            });
+        let (t, built) = accepted(foreign);
+        let first_bad = offsets.iter().position(|&o| byte_at(o) > 1);
+        let case = format!("shape {shape:?} strides {strides:?} bytes {bytes:?}");
+        match (t.view::<bool>(), first_bad) {
+            (Ok(view), None) => {
+                let expected: Vec<bool> = offsets.iter().map(|&o| byte_at(o) == 1).collect();
+                assert_eq!(view.to_vec(), expected, "{case}");
+            }
+            (Err(Error::InvalidValue { index, byte, .. }), Some(first)) => {
+                assert!(
+                    byte > 1 && byte_at(offsets[index]) == byte,
+                    "{case}: {index}"
+                );
+                // Broadcast axes aside, does each index reach a byte of its own?
+                let (kept_shape, kept_strides): (Vec<i64>, Vec<i64>) =
+                    shape.iter().zip(&strides).filter(|&(_, &s)| s != 0).unzip();
+                let mut kept = offsets_row_major(&kept_shape, &kept_strides);
+                let count = kept.len();
+                kept.sort_unstable();
+                kept.dedup();
+                if kept.len() == count {
+                    assert_eq!(index, first, "{case}");
+                }
+            }
+            (other, first) => panic!("{case}: {other:?}, first bad index {first:?}"),
+        }
+        drop_once(t, &built);
+    }
+}
+
+#[test]
+fn bool_view_refuses_an_irregular_overlap_too_costly_to_check() {
+    // Strides 2, 3, 5 and 7 over the same bytes: no exact merge applies, and checking each of
+    // the 2^36 indices (or finding the distinct elements among them) is not bounded by the
+    // bytes. Refused before any element is read; the bytes can still be viewed as u8.
+    let side: i64 = 1 << 9;
+    let bytes = vec![1u8; 17 * (side as usize - 1) + 1];
+    let foreign = Foreign::new(DataType::BOOL, &[side; 4])
+        .bytes(&bytes)
+        .with_strides(&[2, 3, 5, 7]);
+    let (t, built) = accepted(foreign);
+    let err = t.view::<bool>().unwrap_err();
+    assert_eq!(
+        err,
+        Error::IrregularOverlap {
+            shape: vec![side; 4],
+            strides: vec![2, 3, 5, 7]
+        }
+    );
+    says(&err, &["[2, 3, 5, 7]", "irregular", "u8"]);
+    drop_once(t, &built);
+
+    // The same strides over few enough indices are checked index by index.
+    let (t, built) = accepted(
+        Foreign::new(DataType::BOOL, &[64, 64])
+            .bytes(&bytes[..5 * 63 + 1])
+            .with_strides(&[2, 3]),
+    );
+    assert_eq!(t.view::<bool>().unwrap().len(), 64 * 64);
+    drop_once(t, &built);
+}
+
 #[test]
 fn view_mut_of_a_read_only_tensor_is_refused() {
     let (mut t, built) = accepted(Foreign::of(&[1.0f32, 2.0], &[2]).flags(Flags::READ_ONLY.0));

@@ -14,6 +14,8 @@ pub(crate) struct Input<'a> {
     pub(crate) generics: &'a syn::Generics,
     /// Its `#[dlpack(...)]` attributes.
     pub(crate) attrs: attr::Container,
+    /// All its attributes as written, for `#[repr(...)]`.
+    pub(crate) all_attrs: &'a [syn::Attribute],
     /// Named, tuple or unit.
     pub(crate) style: Style,
     /// Its fields in declaration order.
@@ -98,6 +100,7 @@ impl<'a> Input<'a> {
             ident: &input.ident,
             generics: &input.generics,
             attrs,
+            all_attrs: &input.attrs,
             style,
             fields,
         })

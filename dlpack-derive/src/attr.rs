@@ -168,11 +168,10 @@ impl Container {
             read_only: Once::new(key::READ_ONLY),
             export_only: Once::new(key::EXPORT_ONLY),
         };
-        for attr in dlpack_attrs(attrs, errors) {
-            let parsed = attr.parse_nested_meta(|meta| container.parse_key(&meta, errors));
-            if let Err(error) = parsed {
-                errors.push(error);
-            }
+        for attr in dlpack_attrs(attrs, Place::Struct, errors) {
+            parse_keys(attr, Place::Struct, errors, |meta, errors| {
+                container.parse_key(meta, errors)
+            });
         }
         container
     }
@@ -214,8 +213,8 @@ impl Container {
             skip_value(meta)?;
         } else {
             let name = path_name(&meta.path);
-            errors.at(
-                span,
+            errors.spanned(
+                &meta.path,
                 format_args!(
                     "unknown dlpack attribute `{name}` on a struct; {}expected {}",
                     did_you_mean(
@@ -243,11 +242,10 @@ impl Field {
         let mut field = Field {
             role: Once::new("role"),
         };
-        for attr in dlpack_attrs(attrs, errors) {
-            let parsed = attr.parse_nested_meta(|meta| field.parse_key(&meta, errors));
-            if let Err(error) = parsed {
-                errors.push(error);
-            }
+        for attr in dlpack_attrs(attrs, Place::Field, errors) {
+            parse_keys(attr, Place::Field, errors, |meta, errors| {
+                field.parse_key(meta, errors)
+            });
         }
         field
     }
@@ -265,10 +263,12 @@ impl Field {
                     key::FIELD_KEYS
                 )
             };
-            errors.at(span, hint);
+            errors.spanned(&meta.path, hint);
             return skip_value(meta);
         };
-        if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+        if missing_comma(meta, errors) {
+            skip_value(meta)?;
+        } else if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
             errors.at(
                 span,
                 format_args!(
@@ -297,28 +297,94 @@ impl Field {
     }
 }
 
-/// The `#[dlpack(...)]` attributes among `attrs`; a `#[dlpack]` or `#[dlpack = ...]` is an error.
-fn dlpack_attrs<'a>(attrs: &'a [syn::Attribute], errors: &mut Errors) -> Vec<&'a syn::Attribute> {
-    let ours: Vec<_> = attrs
+/// Where a `#[dlpack(...)]` attribute is, which decides the keys it takes.
+#[derive(Clone, Copy)]
+enum Place {
+    /// On the struct itself.
+    Struct,
+    /// On one of its fields.
+    Field,
+}
+
+impl Place {
+    /// "a struct takes `crate = "..."`, ...", for messages.
+    fn takes(self) -> String {
+        match self {
+            Place::Struct => format!("a struct takes {}", key::CONTAINER_KEYS),
+            Place::Field => format!("a field takes {}", key::FIELD_KEYS),
+        }
+    }
+}
+
+/// The `#[dlpack(...)]` attributes among `attrs` that hold keys. `#[dlpack]`, `#[dlpack = ...]`,
+/// `#[dlpack[...]]`, `#[dlpack{...}]` and an empty `#[dlpack()]` are errors, each naming the
+/// keys the attribute takes at `place`.
+fn dlpack_attrs<'a>(
+    attrs: &'a [syn::Attribute],
+    place: Place,
+    errors: &mut Errors,
+) -> Vec<&'a syn::Attribute> {
+    let mut lists = Vec::new();
+    for attr in attrs
         .iter()
         .filter(|attr| attr.path().is_ident(key::DLPACK))
-        .collect();
-    let mut lists = Vec::with_capacity(ours.len());
-    for attr in ours {
-        if let syn::Meta::List(_) = attr.meta {
-            lists.push(attr);
-        } else {
-            errors.spanned(
+    {
+        match &attr.meta {
+            syn::Meta::List(list) if matches!(list.delimiter, syn::MacroDelimiter::Paren(_)) => {
+                if list.tokens.is_empty() {
+                    errors.spanned(
+                        attr,
+                        format_args!(
+                            "empty #[dlpack()]: give it a key or remove it; {}",
+                            place.takes()
+                        ),
+                    );
+                } else {
+                    lists.push(attr);
+                }
+            }
+            _ => errors.spanned(
                 attr,
-                "expected a list: #[dlpack(data)], #[dlpack(shape)], #[dlpack(crate = \"...\")], ...",
-            );
+                format_args!(
+                    "expected #[dlpack(...)] with the keys in parentheses; {}",
+                    place.takes()
+                ),
+            ),
         }
     }
     lists
 }
 
+/// Parses the keys of one `#[dlpack(...)]` with `parse_key`. An error that stops the parse is
+/// recorded; one from syn's own reading of the list (a stray comma, a literal where a key
+/// belongs, a missing comma after a value) gets the keys `place` takes appended.
+fn parse_keys(
+    attr: &syn::Attribute,
+    place: Place,
+    errors: &mut Errors,
+    mut parse_key: impl FnMut(&ParseNestedMeta<'_>, &mut Errors) -> syn::Result<()>,
+) {
+    let mut from_key = false;
+    let parsed = attr.parse_nested_meta(|meta| {
+        let parsed = parse_key(&meta, errors);
+        from_key = parsed.is_err();
+        parsed
+    });
+    match parsed {
+        Ok(()) => {}
+        Err(error) if from_key => errors.push(error),
+        Err(error) => errors.at(error.span(), format_args!("{error}; {}", place.takes())),
+    }
+}
+
 /// `crate = "path"`: the string must hold a plain path (no generics).
 fn parse_crate_path(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Path> {
+    if !meta.input.peek(syn::Token![=]) {
+        return Err(syn::Error::new(
+            meta.path.span(),
+            "#[dlpack(crate)] needs a value: `#[dlpack(crate = \"dlpack_core\")]`, the path to dlpack-core",
+        ));
+    }
     let value = meta.value()?;
     let lit: syn::LitStr = value.parse().map_err(|error| {
         syn::Error::new(
@@ -339,7 +405,9 @@ fn parse_crate_path(meta: &ParseNestedMeta<'_>) -> syn::Result<syn::Path> {
 
 /// A key that takes no value, like `read_only`.
 fn flag(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
-    if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+    if missing_comma(meta, errors) {
+        skip_value(meta)?;
+    } else if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
         let name = path_name(&meta.path);
         errors.at(
             meta.path.span(),
@@ -348,6 +416,22 @@ fn flag(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> syn::Result<()> {
         skip_value(meta)?;
     }
     Ok(())
+}
+
+/// Records an error when another key follows a key that takes no value without a comma between
+/// (`#[dlpack(read_only export_only)]`), and says whether it did.
+fn missing_comma(meta: &ParseNestedMeta<'_>, errors: &mut Errors) -> bool {
+    let Ok(next) = meta.input.fork().parse::<syn::Ident>() else {
+        return false;
+    };
+    errors.at(
+        next.span(),
+        format_args!(
+            "expected `,` before `{next}`: keys are separated by commas, as in `#[dlpack({}, {next})]`",
+            path_name(&meta.path)
+        ),
+    );
+    true
 }
 
 /// Skips whatever follows a key up to the next comma, so that parsing goes on after an error.

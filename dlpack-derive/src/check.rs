@@ -1,5 +1,5 @@
 //! Checks across fields and attributes, after parsing: which roles are present, missing or
-//! given twice, and what the struct's shape allows.
+//! given twice, and what the struct's shape and layout allow.
 
 use crate::ast::{Input, Style};
 use crate::attr::{Errors, Role};
@@ -7,6 +7,7 @@ use crate::attr::{Errors, Role};
 /// Records every mistake in how the struct's parts fit together.
 pub(crate) fn check(input: &Input<'_>, errors: &mut Errors) {
     check_lifetimes(input, errors);
+    check_packed(input, errors);
     if input.style == Style::Tuple && input.fields.iter().all(|f| f.attrs.role.get().is_none()) {
         errors.spanned(
             input.ident,
@@ -66,5 +67,30 @@ fn check_lifetimes(input: &Input<'_>, errors: &mut Errors) {
                 lifetime.lifetime
             ),
         );
+    }
+}
+
+/// The generated code borrows the fields (`&mut self.data`, `&self.shape`, ...), and a field of a
+/// packed struct may be unaligned, so a packed struct is refused here, on its `packed`, rather
+/// than by rustc's E0793 inside the generated code. Other representations (`C`, `align(N)`,
+/// `transparent`, ...) keep every field aligned.
+fn check_packed(input: &Input<'_>, errors: &mut Errors) {
+    for attr in input
+        .all_attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("repr"))
+    {
+        // A malformed `#[repr(...)]` is rustc's to report.
+        let Ok(hints) = attr.parse_args_with(
+            syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+        ) else {
+            continue;
+        };
+        for packed in hints.iter().filter(|hint| hint.path().is_ident("packed")) {
+            errors.spanned(
+                packed,
+                "#[derive(DLPack)] cannot be used on a `#[repr(packed)]` struct: the generated code takes references to its fields (the buffer, the shape, ...), which must be aligned, and a packed struct may leave a field unaligned (rustc's E0793); DLPack data must be aligned too. Remove `packed`; `#[repr(C)]` and `#[repr(align(N))]` work",
+            );
+        }
     }
 }

@@ -59,8 +59,9 @@
 //! | `#[dlpack(export_only)]` | no import is generated, so fields without a role need not be `Default` |
 //!
 //! Keys combine in one attribute or spread over several: `#[dlpack(crate = "dl", read_only)]`.
-//! Fields without a role are left alone by the export. Tuple structs work the same, with the
-//! attributes on their fields.
+//! Each key is given once; an empty `#[dlpack()]`, a `#[dlpack]` or `#[dlpack = ...]` without
+//! the parenthesised list, and an unknown key are errors. Fields without a role are left alone by
+//! the export. Tuple structs work the same, with the attributes on their fields.
 //!
 //! ```
 //! use dlpack_core::{DLPack, Device, Element, ManagedTensor};
@@ -205,6 +206,22 @@
 //!     #[dlpack(shape)]
 //!     shape: Vec<usize>,
 //!     handle: Handle, // error: `Handle: Default` is not satisfied (the import needs it)
+//! }
+//! ```
+//!
+//! A packed struct is refused: the generated code takes references to the fields, which a
+//! `#[repr(packed)]` struct may leave unaligned (`#[repr(C)]` and `#[repr(align(N))]` work):
+//!
+//! ```compile_fail
+//! use dlpack_core::DLPack;
+//!
+//! #[derive(DLPack)]
+//! #[repr(C, packed)] // error: cannot be used on a `#[repr(packed)]` struct
+//! struct Matrix {
+//!     #[dlpack(data)]
+//!     values: Vec<f32>,
+//!     #[dlpack(shape)]
+//!     shape: [usize; 2],
 //! }
 //! ```
 //!

@@ -278,10 +278,8 @@ unsafe impl<T: Element> Buffer for CudaBuffer<T> {
 /// `PinnedBuffer` copy, on the primary context of device 0 (of the tensor's device for
 /// `kDLCUDA`). An empty buffer keeps a one-element allocation.
 pub struct PinnedBuffer<T> {
-    /// Dropped in [`Drop`], with its context current.
-    slice: ManuallyDrop<PinnedHostSlice<T>>,
-    data: NonNull<T>,
-    len: usize,
+    /// Its slice is dropped in [`Drop`], with its context current.
+    memory: HostMemory<PinnedHostSlice<T>, T>,
 }
 
 // SAFETY: the PinnedHostSlice is Send (cudarc) and `data` points into it, used only through the
@@ -292,45 +290,25 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
     /// Wraps a pinned slice, after waiting for cudarc's pending work on it.
     pub fn new(slice: PinnedHostSlice<T>) -> Result<Self, Error> {
         let len = slice.len();
-        Self::with_len(slice, len)
-    }
-
-    fn with_len(mut slice: PinnedHostSlice<T>, len: usize) -> Result<Self, Error> {
-        // cudarc binds the slice's context to wait for it; the thread keeps its own.
-        let _keep = ContextScope::preserve();
-        let data = slice
-            .as_mut_ptr()
-            .map_err(|e| driver_error("waiting for the pinned slice (cuEventSynchronize)", e))?;
-        let data = NonNull::new(data)
-            .ok_or_else(|| runtime_error("cudarc returned a NULL pinned host pointer"))?;
-        Ok(PinnedBuffer {
-            slice: ManuallyDrop::new(slice),
-            data,
-            len,
-        })
+        HostMemory::with_len(slice, len).map(|memory| PinnedBuffer { memory })
     }
 
     /// The elements.
     pub fn as_slice(&self) -> &[T] {
-        // SAFETY: `data` points to the slice's `len` (or more) initialised elements, which live
-        // as long as `self` and are not written while `&self` is borrowed.
-        unsafe { core::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+        self.memory.as_slice()
     }
 
     /// Unwraps the pinned slice.
     pub fn into_inner(self) -> PinnedHostSlice<T> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped or used again, so the slice is taken exactly once.
-        unsafe { ManuallyDrop::take(&mut this.slice) }
+        unsafe { ManuallyDrop::take(&mut this.memory.slice) }
     }
 }
 
 impl<T> fmt::Debug for PinnedBuffer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PinnedBuffer")
-            .field("address", &self.data)
-            .field("len", &self.len)
-            .finish()
+        self.memory.debug("PinnedBuffer", f)
     }
 }
 
@@ -338,9 +316,9 @@ impl<T> fmt::Debug for PinnedBuffer<T> {
 /// and restores the thread's own context afterwards (cudarc would leave its context current).
 impl<T> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
-        let scope = ContextScope::enter(self.slice.context());
+        let scope = ContextScope::enter(self.memory.slice.context());
         // SAFETY: this is the owner's `Drop`, which runs once; the slice is not used after it.
-        unsafe { drop_within(&mut self.slice, scope) };
+        unsafe { drop_within(&mut self.memory.slice, scope) };
     }
 }
 
@@ -352,11 +330,11 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for PinnedBuffer<T
     type Elem = T;
 
     fn as_mut_ptr(&mut self) -> *mut T {
-        self.data.as_ptr()
+        self.memory.data.as_ptr()
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.memory.len
     }
 
     fn device(&self) -> Device {
@@ -364,21 +342,7 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for PinnedBuffer<T
     }
 
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
-        check_dtype::<T>(tensor)?;
-        let (context, host) = host_copy::<T>(tensor)?;
-        // cudarc binds the context to allocate; the thread keeps its own.
-        let _keep = ContextScope::preserve();
-        let room = host.len().max(1);
-        room.checked_mul(size_of::<T>())
-            .ok_or_else(|| too_large(room))?;
-        // SAFETY: the memory is written below before anyone reads it.
-        let slice = unsafe { context.alloc_pinned::<T>(room) }
-            .map_err(|e| driver_error("cuMemHostAlloc", e))?;
-        let buffer = PinnedBuffer::with_len(slice, host.len())?;
-        // SAFETY: `data` points to at least `host.len()` elements that only `buffer` uses.
-        unsafe { core::slice::from_raw_parts_mut(buffer.data.as_ptr(), host.len()) }
-            .copy_from_slice(&host);
-        Ok(buffer)
+        HostMemory::copy_from_tensor(tensor).map(|memory| PinnedBuffer { memory })
     }
 }
 
@@ -393,10 +357,8 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for PinnedBuffer<T
 /// necessarily its own: make the context current first (`bind_to_thread`, or [`open_device`](
 /// crate::open_device) on this thread), or the memory belongs to another device.
 pub struct ManagedBuffer<T> {
-    /// Dropped in [`Drop`], keeping the thread's context.
-    slice: ManuallyDrop<UnifiedSlice<T>>,
-    data: NonNull<T>,
-    len: usize,
+    /// Its slice is dropped in [`Drop`], keeping the thread's context.
+    memory: HostMemory<UnifiedSlice<T>, T>,
 }
 
 // SAFETY: the UnifiedSlice is Send (cudarc) and `data` points into it, used only through the
@@ -407,47 +369,25 @@ impl<T: Element + DeviceRepr + ValidAsZeroBits> ManagedBuffer<T> {
     /// Wraps a managed slice, after waiting for cudarc's pending work on it.
     pub fn new(slice: UnifiedSlice<T>) -> Result<Self, Error> {
         let len = slice.len();
-        Self::with_len(slice, len)
-    }
-
-    fn with_len(mut slice: UnifiedSlice<T>, len: usize) -> Result<Self, Error> {
-        // cudarc binds the slice's context to wait for it; the thread keeps its own.
-        let _keep = ContextScope::preserve();
-        let data = slice
-            .as_mut_slice()
-            .map_err(|e| driver_error("waiting for the managed slice (cuEventSynchronize)", e))?
-            .as_mut_ptr();
-        let data = NonNull::new(data)
-            .ok_or_else(|| runtime_error("cudarc returned a NULL managed pointer"))?;
-        Ok(ManagedBuffer {
-            slice: ManuallyDrop::new(slice),
-            data,
-            len,
-        })
+        HostMemory::with_len(slice, len).map(|memory| ManagedBuffer { memory })
     }
 
     /// The elements. Call [`DeviceHooks::wait_host`] first if a GPU may still be writing them.
     pub fn as_slice(&self) -> &[T] {
-        // SAFETY: `data` points to the slice's `len` (or more) initialised elements, which live
-        // as long as `self`; host reads of managed memory are valid, and this crate's own
-        // writes go through `&mut self`.
-        unsafe { core::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+        self.memory.as_slice()
     }
 
     /// Unwraps the managed slice.
     pub fn into_inner(self) -> UnifiedSlice<T> {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never dropped or used again, so the slice is taken exactly once.
-        unsafe { ManuallyDrop::take(&mut this.slice) }
+        unsafe { ManuallyDrop::take(&mut this.memory.slice) }
     }
 }
 
 impl<T> fmt::Debug for ManagedBuffer<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ManagedBuffer")
-            .field("address", &self.data)
-            .field("len", &self.len)
-            .finish()
+        self.memory.debug("ManagedBuffer", f)
     }
 }
 
@@ -457,7 +397,7 @@ impl<T> Drop for ManagedBuffer<T> {
     fn drop(&mut self) {
         let scope = ContextScope::preserve();
         // SAFETY: this is the owner's `Drop`, which runs once; the slice is not used after it.
-        unsafe { drop_within(&mut self.slice, scope) };
+        unsafe { drop_within(&mut self.memory.slice, scope) };
     }
 }
 
@@ -468,11 +408,11 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for ManagedBuffer<
     type Elem = T;
 
     fn as_mut_ptr(&mut self) -> *mut T {
-        self.data.as_ptr()
+        self.memory.data.as_ptr()
     }
 
     fn len(&self) -> usize {
-        self.len
+        self.memory.len
     }
 
     fn device(&self) -> Device {
@@ -480,23 +420,131 @@ unsafe impl<T: Element + DeviceRepr + ValidAsZeroBits> Buffer for ManagedBuffer<
     }
 
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
+        HostMemory::copy_from_tensor(tensor).map(|memory| ManagedBuffer { memory })
+    }
+}
+
+/// What [`PinnedBuffer`] and [`ManagedBuffer`] share: a cudarc slice of host-accessible memory
+/// (`S`, a [`HostSlice`]) and the host address of its elements.
+///
+/// It never frees the slice itself: its wrapper's `Drop` does, in the context scope that kind of
+/// memory needs. So every `HostMemory` is put in its wrapper as soon as it is made.
+struct HostMemory<S, T> {
+    /// Dropped by the wrapper's `Drop`.
+    slice: ManuallyDrop<S>,
+    data: NonNull<T>,
+    /// The elements in use: `slice` may hold more (an empty buffer keeps one element).
+    len: usize,
+}
+
+impl<S: HostSlice<T>, T: Element> HostMemory<S, T> {
+    /// Wraps the first `len` elements of a slice, after waiting for cudarc's pending work on it.
+    fn with_len(mut slice: S, len: usize) -> Result<Self, Error> {
+        // cudarc binds the slice's context to wait for it; the thread keeps its own.
+        let _keep = ContextScope::preserve();
+        let data = slice.host_ptr()?;
+        Ok(HostMemory {
+            slice: ManuallyDrop::new(slice),
+            data,
+            len,
+        })
+    }
+
+    /// A copy of `tensor` in new memory of this kind (imports into `S`'s wrapper).
+    fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
         check_dtype::<T>(tensor)?;
         let (context, host) = host_copy::<T>(tensor)?;
-        // cudarc's `alloc_unified` allocates in the thread's current context without making its
-        // own current: make it current here, and give the thread its own back afterwards.
-        let _current = ContextScope::enter(&context)
-            .map_err(|e| driver_error("making the context current (cuCtxSetCurrent)", e))?;
+        let _scope = S::alloc_scope(&context)?;
         let room = host.len().max(1);
         room.checked_mul(size_of::<T>())
             .ok_or_else(|| too_large(room))?;
         // SAFETY: the memory is written below before anyone reads it.
-        let slice = unsafe { context.alloc_unified::<T>(room, true) }
-            .map_err(|e| driver_error("cuMemAllocManaged", e))?;
-        let buffer = ManagedBuffer::with_len(slice, host.len())?;
-        // SAFETY: `data` points to at least `host.len()` elements that only `buffer` uses.
-        unsafe { core::slice::from_raw_parts_mut(buffer.data.as_ptr(), host.len()) }
+        let slice = unsafe { S::alloc(&context, room) }?;
+        let memory = Self::with_len(slice, host.len())?;
+        // SAFETY: `data` points to at least `host.len()` elements that only `memory` uses.
+        unsafe { core::slice::from_raw_parts_mut(memory.data.as_ptr(), host.len()) }
             .copy_from_slice(&host);
-        Ok(buffer)
+        Ok(memory)
+    }
+
+    /// The elements.
+    fn as_slice(&self) -> &[T] {
+        // SAFETY: `data` points to the slice's `len` (or more) initialised elements, which live
+        // as long as `self`; host reads of pinned and of managed memory are valid, and this
+        // crate's own writes go through `&mut self`, so none happens while `&self` is borrowed.
+        unsafe { core::slice::from_raw_parts(self.data.as_ptr(), self.len) }
+    }
+}
+
+impl<S, T> HostMemory<S, T> {
+    /// The wrapper's `Debug`, under its `name`.
+    fn debug(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(name)
+            .field("address", &self.data)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// What tells pinned memory ([`PinnedHostSlice`]) and managed memory ([`UnifiedSlice`]) apart in
+/// a [`HostMemory`]: how to reach the elements from the host, and how to allocate.
+trait HostSlice<T>: Sized {
+    /// The host address of the first element, after waiting for cudarc's pending work on the
+    /// slice.
+    fn host_ptr(&mut self) -> Result<NonNull<T>, Error>;
+
+    /// What must be current to allocate in `context`: held while the new memory is allocated,
+    /// wrapped and written, then restores the thread's own context.
+    fn alloc_scope(context: &CudaContext) -> Result<Option<ContextScope>, Error>;
+
+    /// A new slice of `len` elements in `context`, inside [`HostSlice::alloc_scope`].
+    ///
+    /// # Safety
+    /// The elements are unset: the caller writes them before anyone reads them.
+    unsafe fn alloc(context: &Arc<CudaContext>, len: usize) -> Result<Self, Error>;
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits> HostSlice<T> for PinnedHostSlice<T> {
+    fn host_ptr(&mut self) -> Result<NonNull<T>, Error> {
+        let data = self
+            .as_mut_ptr()
+            .map_err(|e| driver_error("waiting for the pinned slice (cuEventSynchronize)", e))?;
+        NonNull::new(data)
+            .ok_or_else(|| runtime_error("cudarc returned a NULL pinned host pointer"))
+    }
+
+    fn alloc_scope(_: &CudaContext) -> Result<Option<ContextScope>, Error> {
+        // cudarc binds the context to allocate; the thread keeps its own.
+        Ok(ContextScope::preserve().ok())
+    }
+
+    unsafe fn alloc(context: &Arc<CudaContext>, len: usize) -> Result<Self, Error> {
+        // SAFETY: the caller's contract: the memory is written before anyone reads it.
+        unsafe { context.alloc_pinned::<T>(len) }.map_err(|e| driver_error("cuMemHostAlloc", e))
+    }
+}
+
+impl<T: DeviceRepr + ValidAsZeroBits> HostSlice<T> for UnifiedSlice<T> {
+    fn host_ptr(&mut self) -> Result<NonNull<T>, Error> {
+        let data = self
+            .as_mut_slice()
+            .map_err(|e| driver_error("waiting for the managed slice (cuEventSynchronize)", e))?
+            .as_mut_ptr();
+        NonNull::new(data).ok_or_else(|| runtime_error("cudarc returned a NULL managed pointer"))
+    }
+
+    fn alloc_scope(context: &CudaContext) -> Result<Option<ContextScope>, Error> {
+        // cudarc's `alloc_unified` allocates in the thread's current context without making its
+        // own current: make it current here, and give the thread its own back afterwards.
+        ContextScope::enter(context)
+            .map(Some)
+            .map_err(|e| driver_error("making the context current (cuCtxSetCurrent)", e))
+    }
+
+    unsafe fn alloc(context: &Arc<CudaContext>, len: usize) -> Result<Self, Error> {
+        // SAFETY: the caller's contract: the memory is written before anyone reads it.
+        unsafe { context.alloc_unified::<T>(len, true) }
+            .map_err(|e| driver_error("cuMemAllocManaged", e))
     }
 }
 

@@ -16,7 +16,8 @@ pub enum Error {
         /// Which pointer (`"managed tensor"`, `"shape"`, `"data"`, ...).
         what: &'static str,
     },
-    /// The tensor's major version differs from this crate's; only its deleter was called.
+    /// The tensor's major version differs from this crate's: only its deleter may be called
+    /// ([`ManagedTensor::from_raw`](crate::ManagedTensor::from_raw) has called it).
     IncompatibleVersion {
         /// The version the producer wrote.
         found: Version,
@@ -267,7 +268,7 @@ impl fmt::Display for Error {
             Error::NullPointer { what } => write!(f, "the {what} pointer is NULL"),
             Error::IncompatibleVersion { found } => write!(
                 f,
-                "DLPack version {found} is not compatible with {} (major versions differ); the tensor was deleted",
+                "DLPack version {found} is not compatible with {} (major versions differ); nothing but its deleter may be read or called",
                 Version::CURRENT
             ),
             Error::UnknownFlags { flags } => write!(

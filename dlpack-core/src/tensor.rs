@@ -1033,6 +1033,119 @@ impl ManagedTensor {
         }
     }
 
+    /// Validates a versioned managed tensor without taking it, and takes it only if `accept`
+    /// agrees: what a consumer that may still refuse a tensor needs (a Python consumer leaves a
+    /// capsule it refuses untouched, for its destructor or another consumer).
+    ///
+    /// Ownership passes to the returned owner exactly when this returns `Ok`: after `accept`
+    /// returned `Ok` (the place to mark the tensor taken, such as renaming its capsule). On any
+    /// error, whether the validation's (converted by `E::from`, [`Error::IncompatibleVersion`]
+    /// for another major version included) or `accept`'s own, nothing is deleted and the caller
+    /// still owns the tensor. The checks are [`ManagedTensor::from_raw`]'s, made once.
+    ///
+    /// ```
+    /// use dlpack_core::{Error, ManagedTensor};
+    ///
+    /// let raw = ManagedTensor::export_raw(vec![1.0f32, 2.0, 3.0])?.as_ptr();
+    /// // A consumer that wants two dimensions declines: the tensor is still ours.
+    /// let declined = unsafe {
+    ///     ManagedTensor::from_raw_if(raw, |t| match t.ndim() {
+    ///         2 => Ok(()),
+    ///         found => Err(Error::NdimMismatch { found, expected: 2 }),
+    ///     })
+    /// };
+    /// assert!(matches!(declined, Err(Error::NdimMismatch { found: 1, .. })));
+    /// // One that takes any shape owns it from here on, and deletes it when dropped.
+    /// let tensor = unsafe { ManagedTensor::from_raw_if(raw, |_| Ok::<(), Error>(())) }?;
+    /// assert_eq!(tensor.to_vec::<f32>()?, [1.0, 2.0, 3.0]);
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// As for [`ManagedTensor::from_raw`], except that the caller keeps the tensor, and with it
+    /// the duty to delete it (once), whenever this returns an error; the struct and its arrays
+    /// are not modified while `accept` runs.
+    #[inline]
+    pub unsafe fn from_raw_if<E: From<Error>>(
+        ptr: *mut DLManagedTensorVersioned,
+        accept: impl FnOnce(&CheckedTensor) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let Some(nn) = NonNull::new(ptr) else {
+            return Err(E::from(Error::NullPointer {
+                what: "managed tensor",
+            }));
+        };
+        // SAFETY: the version is readable (caller); this reads the field alone, through a raw
+        // place.
+        let version = unsafe { (*ptr).version };
+        if !version.is_compatible() {
+            return Err(E::from(Error::IncompatibleVersion { found: version }));
+        }
+        // SAFETY: a 1.x struct, whole and readable (caller); the caller's guarantees are those
+        // CheckedTensor needs, for as long as the owner made here lives.
+        let checked = unsafe {
+            let flags = Flags((*ptr).flags);
+            Self::check_only(NonNull::from(&(*ptr).dl_tensor), version, flags)
+        }?;
+        accept(&checked)?;
+        Ok(ManagedTensor {
+            raw: Raw::Versioned(nn),
+            checked: ManuallyDrop::new(checked),
+        })
+    }
+
+    /// [`ManagedTensor::from_raw_if`] for a legacy (pre-1.0) managed tensor, with
+    /// [`ManagedTensor::from_raw_legacy`]'s checks and read-only rule.
+    ///
+    /// # Safety
+    ///
+    /// As for [`ManagedTensor::from_raw_if`], for a `DLManagedTensor`.
+    #[inline]
+    pub unsafe fn from_raw_legacy_if<E: From<Error>>(
+        ptr: *mut DLManagedTensor,
+        accept: impl FnOnce(&CheckedTensor) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let Some(nn) = NonNull::new(ptr) else {
+            return Err(E::from(Error::NullPointer {
+                what: "managed tensor",
+            }));
+        };
+        // SAFETY: the struct is readable (caller).
+        let flags = if export::is_ours(unsafe { (*ptr).manager_ctx }) {
+            Flags::empty()
+        } else {
+            Flags::READ_ONLY
+        };
+        // SAFETY: as in `from_raw_if`.
+        let checked = unsafe {
+            Self::check_only(NonNull::from(&(*ptr).dl_tensor), Version::new(0, 0), flags)
+        }?;
+        accept(&checked)?;
+        Ok(ManagedTensor {
+            raw: Raw::Legacy(nn),
+            checked: ManuallyDrop::new(checked),
+        })
+    }
+
+    /// [`ManagedTensor::validate`]'s checks, deleting nothing.
+    ///
+    /// # Safety
+    /// `tensor` meets [`CheckedTensor::new`]'s conditions while the result lives.
+    #[inline(always)]
+    unsafe fn check_only(
+        tensor: NonNull<DLTensor>,
+        version: Version,
+        flags: Flags,
+    ) -> Result<CheckedTensor, Error> {
+        // SAFETY: forwarded contract.
+        match unsafe { CheckedTensor::new_fast(tensor, version, flags) } {
+            Some(checked) => Ok(checked),
+            // SAFETY: forwarded contract.
+            None => unsafe { CheckedTensor::new_full(tensor, version, flags) },
+        }
+    }
+
     fn finish(raw: Raw, checked: Result<CheckedTensor, Error>) -> Result<Self, Error> {
         match checked {
             Ok(checked) => Ok(ManagedTensor {

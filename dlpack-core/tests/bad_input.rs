@@ -137,7 +137,7 @@ fn major_version_0_is_deleted_once_and_not_read_further() {
             found: Version::new(0, 5)
         }
     );
-    says(&err, &["version 0.5", "deleted"]);
+    says(&err, &["version 0.5", "deleter"]);
 }
 
 #[test]
@@ -153,7 +153,7 @@ fn major_version_2_is_deleted_once_and_not_read_further() {
             found: Version::new(2, 0)
         }
     );
-    says(&err, &["version 2.0", "deleted"]);
+    says(&err, &["version 2.0", "deleter"]);
 }
 
 #[test]
@@ -2025,4 +2025,118 @@ fn a_scalar_whose_unused_shape_pointer_points_into_its_data_is_writable() {
     let t = unsafe { dlpack_core::BorrowedTensor::new(&scalar, Version::CURRENT, Flags::empty()) }
         .unwrap();
     assert_eq!(t.check_writable(), Ok(()));
+}
+
+// --- from_raw_if: a consumer that may still decline ---------------------------------------
+
+/// Why `from_raw_if` returned no owner: the validation's error, or the consumer's own.
+#[derive(Debug, PartialEq)]
+enum NotTaken {
+    Invalid(Error),
+    Declined,
+}
+
+impl From<Error> for NotTaken {
+    fn from(e: Error) -> Self {
+        NotTaken::Invalid(e)
+    }
+}
+
+#[test]
+fn from_raw_if_leaves_a_declined_tensor_to_its_owner_and_owns_an_accepted_one() {
+    let built = Foreign::of(&[1.0f32, 2.0, 3.0], &[3]).build();
+    let mut seen = None;
+    // SAFETY: the fixture's block is live and owned by the test; it stays ours on refusal.
+    let declined = unsafe {
+        ManagedTensor::from_raw_if(built.ptr, |t| {
+            seen = Some(t.shape().to_vec());
+            Err(NotTaken::Declined)
+        })
+    };
+    assert_eq!(declined.unwrap_err(), NotTaken::Declined);
+    assert_eq!(seen, Some(vec![3]), "the consumer saw the validated tensor");
+    assert_eq!(built.deletes(), 0, "a declined tensor stays its owner's");
+    // SAFETY: still ours (above); handed over now.
+    let taken = unsafe { ManagedTensor::from_raw_if(built.ptr, |_| Ok::<(), NotTaken>(())) };
+    let tensor = taken.unwrap();
+    assert_eq!(tensor.to_vec::<f32>().unwrap(), [1.0, 2.0, 3.0]);
+    drop_once(tensor, &built);
+}
+
+#[test]
+fn from_raw_if_leaves_an_invalid_tensor_to_its_owner_without_asking_the_consumer() {
+    let float13 = DataType::new(DataTypeCode::FLOAT, 13, 1);
+    let built = Foreign::new(DataType::F32, &[2]).dtype(float13).build();
+    // SAFETY: as above.
+    let err = unsafe {
+        ManagedTensor::from_raw_if(built.ptr, |_| -> Result<(), NotTaken> {
+            panic!("an invalid tensor is not offered to the consumer")
+        })
+    }
+    .unwrap_err();
+    assert!(
+        matches!(err, NotTaken::Invalid(Error::UnsupportedBits { .. })),
+        "{err:?}"
+    );
+    assert_eq!(built.deletes(), 0);
+    // The owner still decides: `from_raw` refuses it too, and deletes it once.
+    assert!(matches!(import(&built), Err(Error::UnsupportedBits { .. })));
+    assert_eq!(built.deletes(), 1);
+}
+
+#[test]
+fn from_raw_if_leaves_another_major_version_to_its_owner_reading_only_the_version() {
+    let built = Foreign::new(DataType::F32, &[2])
+        .version(2, 0)
+        .garbage_tensor()
+        .build();
+    // SAFETY: as above; for another major version only the version and deleter are readable,
+    // and Miri checks that nothing else is read.
+    let err = unsafe { ManagedTensor::from_raw_if(built.ptr, |_| Ok::<(), Error>(())) };
+    let err = err.unwrap_err();
+    assert_eq!(
+        err,
+        Error::IncompatibleVersion {
+            found: Version::new(2, 0)
+        }
+    );
+    says(&err, &["version 2.0", "nothing but its deleter"]);
+    assert_eq!(built.deletes(), 0);
+    // What DLPack asks of its owner: call the deleter.
+    assert!(import(&built).is_err());
+    assert_eq!(built.deletes(), 1);
+
+    // SAFETY: NULL is allowed.
+    let err = unsafe { ManagedTensor::from_raw_if(ptr::null_mut(), |_| Ok::<(), Error>(())) };
+    assert!(matches!(err, Err(Error::NullPointer { .. })));
+}
+
+#[test]
+fn from_raw_legacy_if_declines_or_takes_a_legacy_tensor_read_only() {
+    let built = Foreign::of(&[1u8, 2], &[2]).build_legacy();
+    // SAFETY: as above, for a legacy block.
+    let declined = unsafe {
+        ManagedTensor::from_raw_legacy_if(built.ptr, |t| {
+            assert!(t.is_read_only(), "a foreign legacy tensor is read-only");
+            Err(NotTaken::Declined)
+        })
+    };
+    assert_eq!(declined.unwrap_err(), NotTaken::Declined);
+    assert_eq!(built.deletes(), 0);
+    // SAFETY: still ours; handed over now.
+    let tensor = unsafe { ManagedTensor::from_raw_legacy_if(built.ptr, |_| Ok::<(), Error>(())) };
+    let mut tensor = tensor.unwrap();
+    assert!(tensor.is_legacy());
+    assert_eq!(tensor.view_mut::<u8>().unwrap_err(), Error::ReadOnly);
+    drop_once(tensor, &built);
+
+    let bad = Foreign::of(&[1u8, 2], &[2])
+        .dtype(DataType::new(DataTypeCode::FLOAT, 13, 1))
+        .build_legacy();
+    // SAFETY: as above.
+    let err = unsafe { ManagedTensor::from_raw_legacy_if(bad.ptr, |_| Ok::<(), Error>(())) };
+    assert!(matches!(err, Err(Error::UnsupportedBits { .. })));
+    assert_eq!(bad.deletes(), 0);
+    assert!(import_legacy(&bad).is_err());
+    assert_eq!(bad.deletes(), 1);
 }

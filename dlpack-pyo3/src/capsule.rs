@@ -7,7 +7,10 @@
 //! - a consumer that takes the tensor renames the capsule `"used_dltensor_versioned"` /
 //!   `"used_dltensor"`, and from then on owns the tensor and calls its deleter itself;
 //! - the capsule's destructor calls the deleter only while the capsule still has its fresh
-//!   name, that is, when no consumer took the tensor.
+//!   name, that is, when no consumer took the tensor;
+//! - a consumer that refuses the tensor leaves the capsule as it was (NumPy and PyTorch check
+//!   before they rename), so the destructor deletes it, or another consumer takes it: the
+//!   importer here validates the tensor before it renames the capsule ([`import_capsule`]).
 //!
 //! Which name is fresh, used or foreign is dlpack-core's decision
 //! ([`accept_capsule_name`](dlpack_core::protocol::accept_capsule_name)).
@@ -15,9 +18,10 @@
 use core::ffi::{CStr, c_void};
 use core::ptr::NonNull;
 
-use dlpack_core::ManagedTensor;
 use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned};
 use dlpack_core::protocol::{ExportStruct, accept_capsule_name};
+use dlpack_core::{CheckedTensor, ManagedTensor};
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
@@ -177,14 +181,24 @@ unsafe fn destroy(capsule: *mut ffi::PyObject, format: ExportStruct) {
     }
 }
 
-/// Takes the tensor out of a DLPack capsule: checks its name (dlpack-core's
-/// [`accept_capsule_name`]), reads the pointer and renames the capsule to its used name. The
-/// caller owns the returned tensor.
+/// A fresh DLPack capsule whose name has been checked and whose pointer has been read, not yet
+/// taken: the capsule still owns the tensor (and its destructor would delete it).
+struct Opened<'a, 'py> {
+    capsule: &'a Bound<'py, PyCapsule>,
+    format: ExportStruct,
+    pointer: NonNull<c_void>,
+    /// The capsule's name pointer when it was opened: a consumer that takes the capsule
+    /// renames it, which changes this pointer (every used name differs from every fresh one).
+    name: *const core::ffi::c_char,
+}
+
+/// Checks a capsule's name (dlpack-core's [`accept_capsule_name`]) and reads its pointer,
+/// leaving the capsule as it is.
 ///
 /// Errors: an object that is not a capsule, or a capsule with a foreign name, is a
 /// `DLPackCapsuleError` (a `TypeError` and a `ValueError`); an already used capsule is a
 /// `ValueError`.
-pub(crate) fn take_capsule(obj: &Bound<'_, PyAny>) -> PyResult<RawTensor> {
+fn open_capsule<'a, 'py>(obj: &'a Bound<'py, PyAny>) -> PyResult<Opened<'a, 'py>> {
     let py = obj.py();
     let Ok(capsule) = obj.cast::<PyCapsule>() else {
         let found = obj
@@ -201,13 +215,13 @@ pub(crate) fn take_capsule(obj: &Bound<'_, PyAny>) -> PyResult<RawTensor> {
     };
     // SAFETY: a live capsule (we hold a reference). The name pointer is the capsule's own, valid
     // while the capsule keeps it; it is only read before anything could rename it.
-    let name = unsafe { ffi::PyCapsule_GetName(capsule.as_ptr()) };
-    let name: &CStr = if name.is_null() {
+    let name_ptr = unsafe { ffi::PyCapsule_GetName(capsule.as_ptr()) };
+    let name: &CStr = if name_ptr.is_null() {
         // A capsule without a name (GetName does not raise for a valid capsule).
         c""
     } else {
         // SAFETY: a non-NULL capsule name is a NUL-terminated string owned by the capsule.
-        unsafe { CStr::from_ptr(name) }
+        unsafe { CStr::from_ptr(name_ptr) }
     };
     let format = match accept_capsule_name(name) {
         Ok(format) => format,
@@ -226,16 +240,124 @@ pub(crate) fn take_capsule(obj: &Bound<'_, PyAny>) -> PyResult<RawTensor> {
             capsule_error(py, format!("the {fresh:?} capsule holds a NULL pointer"))
         }));
     };
-    // SAFETY: a live capsule; the used name is a 'static string, as the capsule requires.
-    if unsafe { ffi::PyCapsule_SetName(capsule.as_ptr(), format.used_capsule_name().as_ptr()) } != 0
-    {
-        // Not renamed: the capsule still owns the tensor.
-        return Err(PyErr::fetch(py));
-    }
-    Ok(match format {
-        ExportStruct::Versioned => RawTensor::Versioned(pointer.cast()),
-        ExportStruct::Legacy => RawTensor::Legacy(pointer.cast()),
+    Ok(Opened {
+        capsule,
+        format,
+        pointer,
+        name: name_ptr,
     })
+}
+
+impl Opened<'_, '_> {
+    /// Takes the tensor: renames the capsule to its used name. The caller owns the result.
+    ///
+    /// The capsule is checked again first, still under the name it had when opened: Python
+    /// code run since then (a consumer's check, a garbage collection) could have handed it to
+    /// another consumer, which renamed it and owns the tensor.
+    #[inline]
+    fn take(&self) -> PyResult<RawTensor> {
+        let capsule = self.capsule.as_ptr();
+        // SAFETY: a live capsule (we hold a reference); GetName does not raise for one.
+        if unsafe { ffi::PyCapsule_GetName(capsule) } != self.name {
+            return Err(PyValueError::new_err(
+                "the DLPack capsule was taken by another consumer while this one examined it",
+            ));
+        }
+        // SAFETY: a live capsule; the used name is a 'static string, as the capsule requires.
+        if unsafe { ffi::PyCapsule_SetName(capsule, self.format.used_capsule_name().as_ptr()) } != 0
+        {
+            // Not renamed: the capsule still owns the tensor.
+            return Err(PyErr::fetch(self.capsule.py()));
+        }
+        Ok(match self.format {
+            ExportStruct::Versioned => RawTensor::Versioned(self.pointer.cast()),
+            ExportStruct::Legacy => RawTensor::Legacy(self.pointer.cast()),
+        })
+    }
+}
+
+/// Takes the tensor out of a DLPack capsule: checks its name (dlpack-core's
+/// [`accept_capsule_name`]), reads the pointer and renames the capsule to its used name,
+/// without validating the tensor. The caller owns the returned tensor.
+///
+/// Errors as [`import_capsule`]'s before the tensor is read.
+#[cfg(test)]
+pub(crate) fn take_capsule(obj: &Bound<'_, PyAny>) -> PyResult<RawTensor> {
+    open_capsule(obj)?.take()
+}
+
+/// Why [`import_capsule`] did not take a tensor: dlpack-core's validation refused it, or the
+/// consumer's check (or the renaming) failed.
+enum NotTaken {
+    Invalid(dlpack_core::Error),
+    Refused(PyErr),
+}
+
+impl From<dlpack_core::Error> for NotTaken {
+    fn from(err: dlpack_core::Error) -> Self {
+        NotTaken::Invalid(err)
+    }
+}
+
+/// Imports the tensor of a DLPack capsule, as a consumer that may refuse it: checks the
+/// capsule's name, validates the tensor (dlpack-core's checks, made once) and runs `check` on
+/// it while the capsule still owns it, and only then takes it (renames the capsule to its used
+/// name) into a [`ManagedTensor`], read-only unless `writable` (see
+/// [`ManagedTensor::into_read_only`]).
+///
+/// A refusal leaves the capsule as it was, as NumPy and PyTorch leave a capsule they refuse:
+/// still named `"dltensor"` / `"dltensor_versioned"`, its tensor not deleted, so that its
+/// destructor deletes it when the capsule is collected, or another consumer can still take it.
+/// The exception is a versioned tensor of another major version, which is taken and deleted
+/// before the error is returned: the DLPack header says that a consumer must call its deleter.
+///
+/// Errors: those of [`open_capsule`]; `BufferError` (mostly) for a tensor that fails
+/// validation; whatever `check` returns.
+///
+/// # Safety
+/// The capsule's producer promises a tensor that meets [`ManagedTensor::from_raw`]'s conditions
+/// except exclusive access (the DLPack protocol's promise for a fresh capsule): unless
+/// `writable`, others may keep reading the data. With `writable`, the caller promises that no
+/// one else accesses the data while views of the result exist (or writes it at all, if it is
+/// read-only).
+pub(crate) unsafe fn import_capsule(
+    obj: &Bound<'_, PyAny>,
+    writable: bool,
+    check: impl FnOnce(&CheckedTensor) -> PyResult<()>,
+) -> PyResult<ManagedTensor> {
+    let opened = open_capsule(obj)?;
+    // Ownership passes from the capsule to the owner made here exactly when the capsule is
+    // renamed, the last step of `accept`.
+    let accept = |t: &CheckedTensor| -> Result<(), NotTaken> {
+        check(t).map_err(NotTaken::Refused)?;
+        opened.take().map(drop).map_err(NotTaken::Refused)
+    };
+    let pointer = opened.pointer;
+    let taken = match opened.format {
+        // SAFETY: the producer's promise (forwarded contract): a live, well-formed tensor that
+        // the capsule owns and hands over when renamed, which `accept` does last; the result
+        // is made read-only below (unless `writable`) before anyone can view it.
+        ExportStruct::Versioned => unsafe {
+            ManagedTensor::from_raw_if(pointer.cast().as_ptr(), accept)
+        },
+        // SAFETY: as above, for the legacy struct.
+        ExportStruct::Legacy => unsafe {
+            ManagedTensor::from_raw_legacy_if(pointer.cast().as_ptr(), accept)
+        },
+    };
+    match taken {
+        Ok(tensor) if writable => Ok(tensor),
+        Ok(tensor) => Ok(tensor.into_read_only()),
+        Err(NotTaken::Refused(err)) => Err(err),
+        Err(NotTaken::Invalid(err @ dlpack_core::Error::IncompatibleVersion { .. })) => {
+            let raw = opened.take()?;
+            // SAFETY: we own the tensor just taken; for another major version its deleter is
+            // all that may be used, and DLPack asks the consumer to call it.
+            unsafe { raw.delete() };
+            Err(to_py_err(err))
+        }
+        Err(NotTaken::Invalid(err)) => Err(to_py_err(err)),
+    }
 }
 
 #[cfg(test)]
@@ -340,6 +462,141 @@ mod tests {
             });
             assert_eq!(drops.load(Ordering::SeqCst), 1, "{format:?}");
         }
+    }
+
+    #[test]
+    fn a_capsule_refused_by_the_check_keeps_its_name_and_its_tensor() {
+        for format in [ExportStruct::Versioned, ExportStruct::Legacy] {
+            let (producer, drops) = counted();
+            Python::attach(|py| {
+                let raw = raw_of(ManagedTensor::export(producer).unwrap(), format);
+                // SAFETY: we own the fresh tensor and hand it over.
+                let capsule = unsafe { new_capsule(py, raw) }.unwrap();
+                let refuse = |t: &CheckedTensor| {
+                    assert_eq!(t.shape(), &[3]);
+                    Err(PyValueError::new_err("refused by the check"))
+                };
+                // SAFETY: a capsule made here from a valid export.
+                let err = unsafe { import_capsule(capsule.as_any(), false, refuse) }.unwrap_err();
+                assert!(err.value(py).to_string().contains("refused by the check"));
+                assert_eq!(
+                    capsule_name(&capsule),
+                    format.capsule_name().to_str().unwrap()
+                );
+                assert_eq!(drops.load(Ordering::SeqCst), 0, "{format:?}");
+                // Still a fresh capsule: another consumer takes it.
+                // SAFETY: as above.
+                let tensor = unsafe { import_capsule(capsule.as_any(), false, |_| Ok(())) };
+                let tensor = tensor.unwrap();
+                assert_eq!(
+                    capsule_name(&capsule),
+                    format.used_capsule_name().to_str().unwrap()
+                );
+                assert_eq!(tensor.view::<f32>().unwrap().to_vec(), [1.0, 2.0, 3.0]);
+                drop(capsule);
+                assert_eq!(drops.load(Ordering::SeqCst), 0, "the importer owns it");
+                drop(tensor);
+            });
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "{format:?}");
+        }
+    }
+
+    #[test]
+    fn a_capsule_whose_tensor_fails_validation_is_left_to_its_destructor() {
+        for format in [ExportStruct::Versioned, ExportStruct::Legacy] {
+            let (producer, drops) = counted();
+            Python::attach(|py| {
+                let raw = raw_of(ManagedTensor::export(producer).unwrap(), format);
+                let dl_tensor = match &raw {
+                    // SAFETY: we own the fresh struct: nobody else reads or writes it yet.
+                    RawTensor::Versioned(p) => unsafe { &mut (*p.as_ptr()).dl_tensor },
+                    // SAFETY: as above.
+                    RawTensor::Legacy(p) => unsafe { &mut (*p.as_ptr()).dl_tensor },
+                };
+                dl_tensor.dtype.bits = 13; // float13: no such dtype
+                // SAFETY: we own the tensor and hand it over; its deleter reads no field.
+                let capsule = unsafe { new_capsule(py, raw) }.unwrap();
+                for _ in 0..2 {
+                    // SAFETY: the tensor's fields are readable and describe the Vec's memory,
+                    // for any dtype width up to 32 bits.
+                    let err = unsafe { import_capsule(capsule.as_any(), true, |_| Ok(())) };
+                    let err = err.unwrap_err();
+                    assert!(err.value(py).to_string().contains("bits = 13"), "{err}");
+                    assert_eq!(
+                        capsule_name(&capsule),
+                        format.capsule_name().to_str().unwrap()
+                    );
+                }
+                assert_eq!(drops.load(Ordering::SeqCst), 0, "{format:?}");
+                drop(capsule);
+            });
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "{format:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_capsule_only_we_held_is_deleted_once_by_its_destructor() {
+        let (producer, drops) = counted();
+        Python::attach(|py| {
+            let raw = raw_of(
+                ManagedTensor::export(producer).unwrap(),
+                ExportStruct::Versioned,
+            );
+            // SAFETY: we own the fresh tensor and hand it over.
+            let capsule = unsafe { new_capsule(py, raw) }.unwrap().into_any();
+            let refuse = |_: &CheckedTensor| Err(PyValueError::new_err("refused"));
+            // SAFETY: a capsule made here from a valid export.
+            let err = unsafe { import_capsule(&capsule, false, refuse) }.unwrap_err();
+            assert!(err.value(py).to_string().contains("refused"));
+            assert_eq!(drops.load(Ordering::SeqCst), 0, "the capsule still owns it");
+            drop(capsule);
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                1,
+                "deleted once, by the capsule"
+            );
+        });
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_capsule_taken_by_another_consumer_during_the_check_is_not_taken_twice() {
+        let (producer, drops) = counted();
+        Python::attach(|py| {
+            let raw = raw_of(
+                ManagedTensor::export(producer).unwrap(),
+                ExportStruct::Versioned,
+            );
+            // SAFETY: we own the fresh tensor and hand it over.
+            let capsule = unsafe { new_capsule(py, raw) }.unwrap().into_any();
+            let mut other = None;
+            // The check runs code that hands the capsule to another consumer, as Python code
+            // run meanwhile could.
+            let meddle = |_: &CheckedTensor| {
+                other = Some(take_capsule(&capsule).unwrap());
+                Ok(())
+            };
+            // SAFETY: a capsule made here from a valid export.
+            let err = unsafe { import_capsule(&capsule, false, meddle) }.unwrap_err();
+            assert!(
+                err.value(py).to_string().contains("another consumer"),
+                "{err}"
+            );
+            assert_eq!(
+                capsule_name(capsule.cast().unwrap()),
+                "used_dltensor_versioned"
+            );
+            assert_eq!(
+                drops.load(Ordering::SeqCst),
+                0,
+                "the other consumer owns it"
+            );
+            // SAFETY: the other consumer took the tensor, and owns it alone.
+            drop(unsafe { other.unwrap().into_managed(false) }.unwrap());
+            assert_eq!(drops.load(Ordering::SeqCst), 1);
+            drop(capsule);
+        });
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! | `managed_tensor_allocator` | a zero-filled compact host tensor like the prototype (CPU only) |
 //! | `managed_tensor_from_py_object_no_sync` | a new versioned export of a [`DLPackTensor`]'s tensor, as is |
 //! | `managed_tensor_to_py_object_no_sync` | takes an owned tensor and wraps it in a new [`DLPackTensor`] |
-//! | `dltensor_from_py_object_no_sync` | the [`DLPackTensor`]'s `DLTensor`, valid while the object lives |
+//! | `dltensor_from_py_object_no_sync` | the [`DLPackTensor`]'s `DLTensor`, valid while the object lives; a `BufferError` for a tensor whose flags a `DLTensor` cannot carry (read-only, or padded sub-byte) |
 //! | `current_work_stream` | NULL (the default stream) for every device |
 //!
 //! As the API requires, none of them synchronises with the consumer's stream; they return 0, or
@@ -35,7 +35,9 @@ use dlpack_core::ffi::{
     CAPSULE_EXCHANGE_API, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
     DLPackSetError, DLTensor,
 };
-use dlpack_core::{Device, DeviceType, Error, ManagedTensor, PyErrorKind, Version};
+use dlpack_core::{
+    CheckedTensor, Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind, Version,
+};
 use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -291,7 +293,8 @@ unsafe extern "C" fn to_py_object(
 }
 
 /// `dltensor_from_py_object_no_sync`: the [`DLPackTensor`]'s own `DLTensor` (strides always
-/// filled in), valid while the object lives.
+/// filled in), valid while the object lives. A tensor that [`flags_fit_a_dltensor`] refuses
+/// (a read-only one, say) is a `BufferError`, before any device work.
 ///
 /// # Safety
 /// The API's contract: the thread is attached, `py_object` is a live Python object, `out` is
@@ -306,10 +309,13 @@ unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut D
             Err(e) => return fail(py, e),
         };
         let exporter = tensor.get().exporter();
+        let checked = exporter.tensor();
+        if let Err(e) = flags_fit_a_dltensor(checked) {
+            return fail(py, to_py_err(e));
+        }
         if let Err(e) = exporter.order_before_default_stream() {
             return fail(py, to_py_err(e));
         }
-        let checked = exporter.tensor();
         let mut dl = *checked.as_dl_tensor();
         if checked.ndim() > 0 {
             // The checked strides: the producer's, or compact ones where it sent NULL. They live in
@@ -322,6 +328,28 @@ unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut D
             Err(e) => fail(py, to_py_err(e)),
         }
     })
+}
+
+/// Refuses a tensor that a plain `DLTensor` would misdescribe, since it has no flags: a
+/// read-only tensor (a consumer of a `DLTensor` may write it: the C API has no way to tell it
+/// not to) and a padded sub-byte tensor (which it would read as packed). A `BufferError`, as
+/// NumPy's and this crate's `__dlpack__` raise for a read-only tensor asked for as a legacy
+/// `DLManagedTensor`, which has no flags either; `managed_tensor_from_py_object_no_sync`
+/// serves both, as a `DLManagedTensorVersioned` with its flags.
+fn flags_fit_a_dltensor(tensor: &CheckedTensor) -> Result<(), Error> {
+    let lost = [
+        (Flags::READ_ONLY, "read-only"),
+        (Flags::IS_SUBBYTE_TYPE_PADDED, "a padded sub-byte tensor"),
+    ];
+    match lost.iter().find(|(flag, _)| tensor.flags().contains(*flag)) {
+        None => Ok(()),
+        Some((_, what)) => Err(Error::Protocol {
+            kind: PyErrorKind::BufferError,
+            message: format!(
+                "dltensor_from_py_object_no_sync cannot describe this tensor: it is {what}, and a plain DLTensor has no flags to say so; expected a tensor without READ_ONLY and IS_SUBBYTE_TYPE_PADDED, or use managed_tensor_from_py_object_no_sync (a DLManagedTensorVersioned carries the flags)"
+            ),
+        }),
+    }
 }
 
 /// `current_work_stream`: NULL, the default stream, for every device.

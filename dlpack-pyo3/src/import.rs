@@ -5,13 +5,29 @@
 //!
 //! 1. a bare capsule is taken as it is (renamed to its used name);
 //! 2. an object whose *type* offers the DLPack C exchange API (`__dlpack_c_exchange_api__`) is
-//!    exported through it, skipping the Python-level call, when no `dl_device` or `copy` is
-//!    asked and the tensor is on the CPU (the C API never synchronises streams, so a device
-//!    tensor goes the `__dlpack__` way, where the producer does);
+//!    exported through it, skipping the Python-level call, when no `dl_device`, `copy` or
+//!    `stream` is asked and the tensor is on the CPU (the C API never synchronises streams, so
+//!    a device tensor goes the `__dlpack__` way, where the producer does, and a `stream` is
+//!    always passed to the producer's `__dlpack__`);
 //! 3. otherwise `x.__dlpack__(max_version=(1, 3), ...)` is called, and on `TypeError` (a producer
 //!    older than the keywords) `x.__dlpack__()` (with `stream` alone if one was given); a
 //!    `dl_device` or `copy` request that such a producer could not see is then served here, as
 //!    dlpack-core's [`plan_export`] says, when the host can do it.
+//!
+//! A capsule's tensor is validated, and checked against the request, before the capsule is
+//! renamed: a capsule refused here is left as it was (its destructor deletes the tensor, or
+//! another consumer takes it), as NumPy and PyTorch leave one they refuse. The exception is a
+//! versioned tensor of another major version, whose deleter a consumer must call (the DLPack
+//! header says so): it is deleted before the error is returned. The tensor is validated once
+//! (dlpack-core's [`ManagedTensor::from_raw_if`], which takes it only when the check agrees).
+//!
+//! A `stream` names the consumer's stream on the device it receives the data on. The CPU has no
+//! streams (the array API standard allows only `None` there; NumPy's `__dlpack__` refuses
+//! anything else, PyTorch's anything but `-1`, and this crate's as NumPy's), so a `stream` with
+//! a tensor received on the CPU is refused on every route: with the producer's own exception
+//! when it refuses it, and with `DLPackStreamError` (dlpack-core's [`parse_stream`], as this
+//! crate's producer raises it) when the producer accepted it, skipped it (the routes without a
+//! `__dlpack__` call are not taken with a `stream`) or never saw it (a bare capsule).
 //!
 //! The result owns the tensor (the producer's deleter runs when it is dropped) and shares its
 //! memory. Python code can still reach that memory through the producer, and other imports of
@@ -19,7 +35,7 @@
 //! [`from_dlpack_writable`] keeps the producer's writability for callers that can promise
 //! exclusive access.
 
-use dlpack_core::protocol::{CONSUMER_MAX_VERSION, ExportPlan, plan_export};
+use dlpack_core::protocol::{CONSUMER_MAX_VERSION, ExportPlan, parse_stream, plan_export};
 use dlpack_core::{Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind};
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
@@ -28,8 +44,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
 use crate::DLPackTensor;
-use crate::capsule::{RawTensor, take_capsule};
-use crate::exceptions::to_py_err;
+use crate::capsule::{RawTensor, import_capsule};
+use crate::exceptions::{stream_error, to_py_err};
 use crate::export::{Reexport, host_copy};
 
 /// What a consumer asks of the producer, as `from_dlpack(x, device=..., copy=...)` does.
@@ -41,8 +57,11 @@ pub struct ImportOptions {
     /// `copy`: `Some(true)` always a fresh copy, `Some(false)` never a copy, `None` a copy only
     /// if needed.
     pub copy: Option<bool>,
-    /// `stream`: the consumer's stream on the tensor's device (`None` for the CPU and for the
-    /// default stream; see [`dlpack_core::protocol::parse_stream`]).
+    /// `stream`: the consumer's stream on the device it receives the data on (`None` for the
+    /// default stream; see [`dlpack_core::protocol::parse_stream`]). Only `None` is valid for
+    /// a tensor received on the CPU: anything else is a `DLPackStreamError`, whatever the
+    /// route. A bare capsule was exported before the import, without the stream: for it the
+    /// value is only checked.
     pub stream: Option<i64>,
 }
 
@@ -52,7 +71,12 @@ pub struct ImportOptions {
 /// Errors: `TypeError` for an object that is neither; the producer's own exception when
 /// `__dlpack__` fails; `DLPackCapsuleError` (a `TypeError` and a `ValueError`) when it returns
 /// something that is not a DLPack capsule; `ValueError` for a capsule already consumed;
-/// `BufferError` for a tensor that fails dlpack-core's validation (it is deleted then).
+/// `BufferError` for a tensor that fails dlpack-core's validation. A refused capsule keeps its
+/// name and its tensor, which its destructor deletes (or another consumer takes), except a
+/// versioned tensor of another major version, which is deleted, as DLPack requires.
+/// [`from_dlpack_with`] adds `BufferError` for a `dl_device` / `copy` request that cannot be
+/// served and `DLPackStreamError` (a `ValueError` and a `RuntimeError`) for a `stream` with a
+/// tensor received on the CPU.
 ///
 /// ```
 /// use dlpack_core::ManagedTensor;
@@ -112,14 +136,29 @@ unsafe fn import(
     writable: bool,
 ) -> PyResult<ManagedTensor> {
     let py = obj.py();
+    let plain = *options == ImportOptions::default();
     if obj.is_instance_of::<PyCapsule>() {
-        let raw = take_capsule(obj)?;
-        // SAFETY: we own the tensor just taken; the capsule's producer promised a well-formed
-        // tensor whose memory lives until the deleter; writability as the caller promised.
-        let tensor = unsafe { raw.into_managed(writable) }?;
-        return serve_locally(tensor, options);
+        // SAFETY: the capsule's producer promised a well-formed tensor whose memory lives until
+        // the deleter; writability as the caller promised.
+        let tensor = unsafe {
+            import_capsule(obj, writable, |t| {
+                if plain {
+                    Ok(())
+                } else {
+                    check_request(py, t.device(), options, false)
+                }
+            })
+        }?;
+        return if plain {
+            Ok(tensor)
+        } else {
+            serve_locally(tensor, options)
+        };
     }
-    if options.dl_device.is_none() && options.copy.is_none() {
+    // The routes without a `__dlpack__` call serve no request: a `dl_device` or `copy` needs
+    // the producer, and so does a `stream` (for a device tensor the producer orders its work
+    // on it; for a CPU tensor it refuses it, with its own exception).
+    if plain {
         if let Ok(ours) = obj.cast_exact::<DLPackTensor>() {
             // This crate's own type: what its exchange table would hand out, without the C
             // call, and without the table's ordering of a device tensor before the default
@@ -145,7 +184,7 @@ unsafe fn import(
         }
     }
     let (capsule, keywords_seen) = match vectorcall_method() {
-        Some(call) if *options == ImportOptions::default() => call_dlpack_fast(obj, call)?,
+        Some(call) if plain => call_dlpack_fast(obj, call)?,
         _ => {
             let method = obj
                 .getattr(intern!(py, "__dlpack__"))
@@ -153,14 +192,45 @@ unsafe fn import(
             call_dlpack(&method, options)?
         }
     };
-    let raw: RawTensor = take_capsule(&capsule)?;
+    if plain {
+        // SAFETY: as for a bare capsule.
+        return unsafe { import_capsule(&capsule, writable, |_| Ok(())) };
+    }
+    let served_by_producer = |device: Device| keywords_seen && served(device, options);
     // SAFETY: as for a bare capsule.
-    let tensor = unsafe { raw.into_managed(writable) }?;
-    if keywords_seen && served(&tensor, options) {
+    let tensor = unsafe {
+        import_capsule(&capsule, writable, |t| {
+            check_request(py, t.device(), options, served_by_producer(t.device()))
+        })
+    }?;
+    if served_by_producer(tensor.device()) {
         Ok(tensor)
     } else {
         serve_locally(tensor, options)
     }
+}
+
+/// Whether the request in `options` can be met for a tensor on `device`, decided before a
+/// capsule is taken so that a refusal leaves it as it was: a `stream` is refused for a tensor
+/// the consumer receives on the CPU (`dl_device`, or the tensor's own device) with the
+/// `DLPackStreamError` a CPU producer here raises ([`parse_stream`]'s message), since the CPU
+/// has no streams and a producer that accepted one anyway (or a bare capsule, which never saw
+/// it) must not make the request look served; and, unless the producer served it, the
+/// `dl_device` / `copy` request must be one this importer can serve ([`local_plan`]).
+fn check_request(
+    py: Python<'_>,
+    device: Device,
+    options: &ImportOptions,
+    served_by_producer: bool,
+) -> PyResult<()> {
+    let target = options.dl_device.unwrap_or(device);
+    if options.stream.is_some() && target.device_type == DeviceType::CPU {
+        parse_stream(target, options.stream).map_err(|err| stream_error(py, &err))?;
+    }
+    if !served_by_producer {
+        local_plan(device, options)?;
+    }
+    Ok(())
 }
 
 /// Whether a producer that took the keywords served the `dl_device` asked for: one that takes
@@ -170,8 +240,8 @@ unsafe fn import(
 /// `copy=True` cannot be checked the same way: `IS_COPIED` is optional (JAX answers with a
 /// legacy capsule, which has no flags; PyTorch copies without setting it), so a producer that
 /// ignores `copy` goes unnoticed, as it would with NumPy's own `from_dlpack`.
-fn served(tensor: &ManagedTensor, options: &ImportOptions) -> bool {
-    options.dl_device.is_none_or(|d| tensor.device() == d)
+fn served(device: Device, options: &ImportOptions) -> bool {
+    options.dl_device.is_none_or(|d| device == d)
 }
 
 /// Calls `obj.__dlpack__(max_version=(1, 3))` as [`from_dlpack`] does for a producer without
@@ -379,33 +449,42 @@ fn call_dlpack<'py>(
     }
 }
 
-/// Serves a `dl_device` / `copy` request that the producer did not see (a bare capsule, or a
-/// producer without the keywords) or did not honour, as dlpack-core's [`plan_export`] decides,
-/// when the host can:
-/// a relabel of host-readable memory or a host copy. A copy of device memory needs the
-/// producer, so it is a `BufferError` here.
-fn serve_locally(tensor: ManagedTensor, options: &ImportOptions) -> PyResult<ManagedTensor> {
+/// How this importer serves a `dl_device` / `copy` request for a tensor on `device` that the
+/// producer did not see (a bare capsule, or a producer without the keywords) or did not honour,
+/// as dlpack-core's [`plan_export`] decides: `None` when nothing is asked; a relabel of
+/// host-readable memory or a host copy; a `BufferError` for what the host cannot do (a copy of
+/// device memory needs the producer). Decided before a capsule is taken, so that a refusal
+/// leaves it as it was.
+fn local_plan(device: Device, options: &ImportOptions) -> PyResult<Option<ExportPlan>> {
     if options.dl_device.is_none() && options.copy.is_none() {
-        return Ok(tensor);
+        return Ok(None);
     }
-    let device = tensor.device();
     let plan = plan_export(device, options.dl_device, options.copy).map_err(to_py_err)?;
     match plan {
-        ExportPlan::AsIs => Ok(tensor),
-        ExportPlan::Relabel(target) => {
+        ExportPlan::CopyTo(target) if plan.needs_device_runtime(device) => {
+            Err(to_py_err(Error::Protocol {
+                kind: PyErrorKind::BufferError,
+                message: format!(
+                    "the producer of this {device} tensor did not take dl_device / copy, and copying it to {target} needs its device runtime; expected a producer that takes the DLPack 2023.12 keywords"
+                ),
+            }))
+        }
+        plan => Ok(Some(plan)),
+    }
+}
+
+/// Carries out [`local_plan`] on an imported tensor.
+fn serve_locally(tensor: ManagedTensor, options: &ImportOptions) -> PyResult<ManagedTensor> {
+    match local_plan(tensor.device(), options)? {
+        None | Some(ExportPlan::AsIs) => Ok(tensor),
+        Some(ExportPlan::Relabel(target)) => {
             ManagedTensor::export(Reexport::relabel(tensor, target)).map_err(to_py_err)
         }
-        ExportPlan::CopyTo(target) if !plan.needs_device_runtime(device) => {
+        Some(ExportPlan::CopyTo(target)) => {
             let copy = host_copy(&tensor, None, Flags::IS_COPIED).map_err(to_py_err)?;
             debug_assert_eq!(target, Device::CPU);
             ManagedTensor::export(copy).map_err(to_py_err)
         }
-        ExportPlan::CopyTo(target) => Err(to_py_err(Error::Protocol {
-            kind: PyErrorKind::BufferError,
-            message: format!(
-                "the producer of this {device} tensor did not take dl_device / copy, and copying it to {target} needs its device runtime; expected a producer that takes the DLPack 2023.12 keywords"
-            ),
-        })),
     }
 }
 

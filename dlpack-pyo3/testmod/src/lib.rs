@@ -73,6 +73,7 @@ struct TestBuffer {
     byte_offset: u64,
     device: Device,
     read_only: bool,
+    padded: bool,
 }
 
 impl Drop for TestBuffer {
@@ -108,7 +109,9 @@ unsafe impl Export for TestBuffer {
             byte_offset: self.byte_offset,
             dtype: self.dtype,
             device: self.device,
-            flags: Flags::empty().with(Flags::READ_ONLY, self.read_only),
+            flags: Flags::empty()
+                .with(Flags::READ_ONLY, self.read_only)
+                .with(Flags::IS_SUBBYTE_TYPE_PADDED, self.padded),
             allocation: Some(Range {
                 start,
                 end: start + self.bytes,
@@ -168,10 +171,11 @@ unsafe impl DeviceHooks for FakeDeviceHooks {
 
 /// Makes a Rust tensor from `data` (copied into a 64-byte aligned buffer) with any dtype
 /// `(code, bits, lanes)`, shape, strides (in elements; `None`: row-major), byte offset,
-/// read-only state and device. A non-CPU device is the fake device: its memory is host memory,
-/// and `hooks=True` attaches [`FakeDeviceHooks`] to it. The layout must stay inside `data`.
+/// read-only state, device and `IS_SUBBYTE_TYPE_PADDED` flag (`padded`). A non-CPU device is
+/// the fake device: its memory is host memory, and `hooks=True` attaches [`FakeDeviceHooks`]
+/// to it. The layout must stay inside `data`.
 #[pyfunction]
-#[pyo3(signature = (data, dtype, shape, strides=None, byte_offset=0, read_only=false, device=(1, 0), hooks=false))]
+#[pyo3(signature = (data, dtype, shape, strides=None, byte_offset=0, read_only=false, device=(1, 0), hooks=false, padded=false))]
 #[allow(clippy::too_many_arguments)]
 fn from_bytes(
     data: &[u8],
@@ -182,6 +186,7 @@ fn from_bytes(
     read_only: bool,
     device: (i32, i32),
     hooks: bool,
+    padded: bool,
 ) -> PyResult<DLPackTensor> {
     if let Some(s) = &strides
         && s.len() != shape.len()
@@ -204,6 +209,7 @@ fn from_bytes(
         byte_offset,
         device: Device::new(DeviceType(device.0), device.1),
         read_only,
+        padded,
     };
     CREATED.fetch_add(1, Ordering::SeqCst);
     let tensor = ManagedTensor::export(buffer).map_err(to_py_err)?;

@@ -5,6 +5,7 @@ The extension module under test, ``dlpack_testmod``, is built by scripts/steps/p
 ``dlpack_testmod.abi3.so`` into the folder named by ``DLPACK_TESTMOD_DIR``.
 """
 
+import ctypes
 import gc
 import os
 import sys
@@ -71,3 +72,19 @@ def m():
     import dlpack_testmod
 
     return dlpack_testmod
+
+
+# The C struct DLTensor (dlpack.h), for tests that build foreign tensors with ctypes.
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("byte_offset", ctypes.c_uint64),
+    ]

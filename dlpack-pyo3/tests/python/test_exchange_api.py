@@ -79,3 +79,40 @@ def test_the_importer_takes_our_tensors_through_the_table(m):
     got = m.import_report(t)
     assert got["data_ptr"] == t.data_ptr and got["version"] == (1, 3)
     assert m.import_values(t) == np.arange(12).reshape(4, 3).T.ravel().tolist()
+
+
+def test_dltensor_from_py_object_refuses_a_read_only_tensor(m):
+    # A plain DLTensor has no READ_ONLY flag: a C consumer would take the memory as writable.
+    t = m.from_bytes(np.arange(4.0).tobytes(), NUMPY_DTYPES["float64"], [4], read_only=True)
+    with pytest.raises(BufferError, match="read-only.*managed_tensor_from_py_object_no_sync"):
+        m.exchange_dltensor(t)
+    # The managed route carries the flag and still serves it.
+    u = m.exchange_roundtrip(t)
+    assert u.data_ptr == t.data_ptr
+    assert not np.from_dlpack(u).flags.writeable
+
+
+def test_dltensor_from_py_object_refuses_a_read_only_import(m):
+    # A DLPackTensor made from the safe (read-only) import of a NumPy array.
+    a = np.arange(4.0)
+    with pytest.raises(BufferError, match="read-only"):
+        m.exchange_dltensor(m.reexport(a))
+
+
+def test_dltensor_from_py_object_refuses_a_padded_sub_byte_tensor(m):
+    # Nor has it IS_SUBBYTE_TYPE_PADDED: a consumer would read one float4 per byte as packed.
+    t = m.from_bytes(bytes(4), (17, 4, 1), [4], padded=True)
+    with pytest.raises(BufferError, match="padded sub-byte"):
+        m.exchange_dltensor(t)
+    packed = m.from_bytes(bytes(2), (17, 4, 1), [4])
+    assert m.exchange_dltensor(packed)["shape"] == [4]
+
+
+def test_dltensor_from_py_object_refuses_before_any_device_work(m):
+    t = m.from_bytes(
+        np.arange(4.0).tobytes(), NUMPY_DTYPES["float64"], [4], read_only=True, device=(2, 0), hooks=True
+    )
+    m.hook_log()
+    with pytest.raises(BufferError, match="read-only"):
+        m.exchange_dltensor(t)
+    assert m.hook_log() == []

@@ -17,7 +17,7 @@ import weakref
 import numpy as np
 import pytest
 
-from conftest import NUMPY_DTYPES
+from conftest import NUMPY_DTYPES, DLTensor
 
 # 2^46 float32 elements: 256 TiB, which fits isize::MAX (so the allocator is really asked) but
 # no machine's memory.
@@ -66,21 +66,6 @@ def test_a_copy_that_does_not_fit_in_memory_is_a_memory_error(body):
     status, output = run_child(body)
     assert status == 0, f"the interpreter died ({status}): {output}"
     assert output.startswith("MemoryError:") and "cannot allocate" in output, output
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device_type", ctypes.c_int32),
-        ("device_id", ctypes.c_int32),
-        ("ndim", ctypes.c_int32),
-        ("code", ctypes.c_uint8),
-        ("bits", ctypes.c_uint8),
-        ("lanes", ctypes.c_uint16),
-        ("shape", ctypes.c_void_p),
-        ("strides", ctypes.c_void_p),
-        ("byte_offset", ctypes.c_uint64),
-    ]
 
 
 class Future(ctypes.Structure):

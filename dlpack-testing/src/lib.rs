@@ -767,6 +767,7 @@ pub mod import_check {
                 | walk::<u64>(&t, &span)?
                 | walk::<f64>(&t, &span)?
                 | walk_feature_types(&t, &span)?;
+            judge_bool(&t, buffer)?;
             Outcome::AcceptedInside { walked }
         } else {
             if t.is_empty() {
@@ -789,6 +790,55 @@ pub mod import_check {
             "deleter calls after drop"
         );
         Ok(outcome)
+    }
+
+    /// For a `bool` tensor over the buffer, checks the view's verdict against the bytes, read
+    /// here one index at a time: a view exists exactly when every reachable byte is 0 or 1, and
+    /// a refusal names an index that reaches a bad byte, holding the byte it reports (the first
+    /// bad index when no two indices share a byte). Overlapping and broadcast layouts, which
+    /// the view checks once per element rather than once per index, are the point.
+    fn judge_bool(t: &ManagedTensor, buffer: &Pointers) -> Result<(), String> {
+        if t.dtype() != DataType::BOOL || !t.is_host_accessible() || t.len() > WALK_LIMIT {
+            return Ok(());
+        }
+        // The first element's position in the buffer (the span lies inside it: checked above).
+        let first = (t.data_ptr().addr() + t.byte_offset() as usize) - buffer.buffer.addr();
+        let bytes: Vec<u8> = t
+            .element_offsets()
+            .map(|offset| {
+                // SAFETY: every element of an accepted tensor lies in its span, which lies in
+                // the fixture's live buffer; the pointer keeps the buffer's provenance.
+                unsafe { *buffer.buffer.add(first.wrapping_add_signed(offset)) }
+            })
+            .collect();
+        let first_bad = bytes.iter().position(|&b| b > 1);
+        match (t.view::<bool>(), first_bad) {
+            (Ok(_), None) => Ok(()),
+            (Err(Error::InvalidValue { index, byte, .. }), Some(first_bad)) => {
+                ensure!(
+                    byte > 1 && bytes.get(index) == Some(&byte),
+                    "bool view refused naming index {index} and byte {byte:#x}, but that index holds {:?}",
+                    bytes.get(index)
+                );
+                let mut distinct = t.element_offsets().collect::<Vec<_>>();
+                distinct.sort_unstable();
+                distinct.dedup();
+                let shared = t
+                    .shape()
+                    .iter()
+                    .zip(t.strides())
+                    .any(|(&d, &s)| s == 0 && d > 1)
+                    || distinct.len() < bytes.len();
+                ensure!(
+                    shared || index == first_bad,
+                    "bool view named index {index}, but the first bad one is {first_bad}"
+                );
+                Ok(())
+            }
+            (verdict, first_bad) => Err(format!(
+                "bool view: {verdict:?}, but the first bad index by brute force is {first_bad:?}"
+            )),
+        }
     }
 
     /// Bit-exact equality (NaN payloads included), to compare `to_vec` with the view.

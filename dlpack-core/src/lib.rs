@@ -43,6 +43,8 @@
 //!   producer (or `#[derive(DLPack)]`) is made of, and [`describe_buffer`], which joins them.
 //! - Import: [`ManagedTensor::from_raw`], [`ManagedTensor::from_raw_legacy`] and
 //!   [`BorrowedTensor`]; all dereference to [`CheckedTensor`], whose docs list every check.
+//!   [`ManagedTensor::from_raw_if`] is for a consumer that may still decline a tensor it has
+//!   validated (a Python consumer leaves a capsule it refuses to its destructor).
 //! - Views and copies: [`TensorView`], [`TensorViewMut`], [`CheckedTensor::to_vec`].
 //! - [`hooks`]: what device crates implement so that device claims can be checked.
 //! - [`protocol`]: the Python `__dlpack__` protocol's decisions in plain Rust.
@@ -61,8 +63,10 @@
 //! Everything that trusts a foreign pointer is an `unsafe fn` whose `# Safety` section says
 //! what the caller vouches for: that the pointers point to what the fields describe. Everything
 //! that can be checked from the fields themselves is checked, once, with checked arithmetic:
-//! a tensor that passes is safe to view, and one that does not is deleted exactly once and
-//! reported with an [`Error`] that names the field, the value found and what was expected.
+//! a tensor that passes is safe to view, and one that does not is deleted exactly once (left to
+//! its owner, with `from_raw_if`) and reported with an [`Error`] that names the field, the value
+//! found and what was expected. A `bool` view checks every element's byte, each distinct element
+//! once, however many indices share it (broadcast and overlapping strides).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod ffi;

@@ -126,10 +126,11 @@ pub enum Error {
         end: usize,
     },
     /// A typed view whose every element must be checked (a `bool` view) was asked for a layout
-    /// whose strides make indices share elements so irregularly that checking each element once
-    /// would take more than 2^32 reads (strides 2 and 3 over the same bytes, say). Regular
-    /// overlaps (broadcasts, sliding windows) are checked element by element, whatever their
-    /// size; the bytes of this one can still be viewed as `u8`.
+    /// that cannot be shown to reach each element once and has more than 2^30 indices: strides
+    /// that overlap irregularly (2 and 3 over the same bytes, say), so that checking every index
+    /// would take unbounded time. Regular overlaps (broadcasts, sliding windows) are checked
+    /// element by element, whatever their size; the bytes of this one can still be viewed as
+    /// `u8`.
     IrregularOverlap {
         /// The tensor's shape.
         shape: Vec<i64>,
@@ -343,7 +344,7 @@ impl fmt::Display for Error {
             ),
             Error::IrregularOverlap { shape, strides } => write!(
                 f,
-                "strides {strides:?} for shape {shape:?} make indices share elements too irregularly to check each element's value once in bounded time; view the bytes as u8 instead"
+                "strides {strides:?} for shape {shape:?} cannot be shown to reach each element once, and checking every index's value would take too long (more than 2^30 indices); view the bytes as u8 instead"
             ),
             Error::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate {bytes} bytes for a copy of the tensor")

@@ -1065,7 +1065,9 @@ impl ManagedTensor {
     ///
     /// As for [`ManagedTensor::from_raw`], except that the caller keeps the tensor, and with it
     /// the duty to delete it (once), whenever this returns an error; the struct and its arrays
-    /// are not modified while `accept` runs.
+    /// are not modified, and the tensor is not deleted or given to anyone else, while `accept`
+    /// runs (an `accept` that runs foreign code, which could hand the tensor on, must read
+    /// nothing of the tensor after it and find out whether it still may take it).
     #[inline]
     pub unsafe fn from_raw_if<E: From<Error>>(
         ptr: *mut DLManagedTensorVersioned,

@@ -20,6 +20,9 @@
 //! versioned tensor of another major version, whose deleter a consumer must call (the DLPack
 //! header says so): it is deleted before the error is returned. The tensor is validated once
 //! (dlpack-core's [`ManagedTensor::from_raw_if`], which takes it only when the check agrees).
+//! What can only fail after the tensor is taken, a local copy that `dl_device` / `copy` asks
+//! for and memory cannot hold (`MemoryError`), leaves the capsule used and the tensor deleted
+//! once.
 //!
 //! A `stream` names the consumer's stream on the device it receives the data on. The CPU has no
 //! streams (the array API standard allows only `None` there; NumPy's `__dlpack__` refuses

@@ -148,3 +148,67 @@ mod copy_out {
         bencher.bench_local(|| t.view::<f32>().unwrap().copy_to_slice(&mut dst).unwrap());
     }
 }
+
+/// Making a `bool` view, which checks that every element's byte is 0 or 1, of a 16 MiB mask:
+/// compact (one pass over the bytes), transposed (a strided walk) and as sliding windows of 64
+/// (1 GiB of indices over the same 16 MiB: each byte is still checked once).
+mod bool_view {
+    use super::*;
+    use dlpack_core::{DataType, Device, Export, ExportDesc};
+
+    const BYTES: usize = 1 << 24;
+
+    /// A view of a `Vec<bool>` with a chosen shape and strides.
+    struct Mask {
+        data: Vec<bool>,
+        shape: [i64; 2],
+        strides: [i64; 2],
+    }
+
+    // SAFETY: the shapes and strides used below stay inside the Vec's buffer.
+    unsafe impl Export for Mask {
+        fn ndim(&self) -> usize {
+            2
+        }
+        fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+            shape.copy_from_slice(&self.shape);
+            strides.copy_from_slice(&self.strides);
+            ExportDesc {
+                data: self.data.as_mut_ptr().cast(),
+                byte_offset: 0,
+                dtype: DataType::BOOL,
+                device: Device::CPU,
+                flags: Default::default(),
+                allocation: None,
+            }
+        }
+    }
+
+    fn mask(shape: [i64; 2], strides: [i64; 2]) -> ManagedTensor {
+        let data = (0..BYTES).map(|i| i % 3 == 0).collect();
+        ManagedTensor::export(Mask {
+            data,
+            shape,
+            strides,
+        })
+        .unwrap()
+    }
+
+    #[divan::bench(sample_count = 30)]
+    fn compact(bencher: Bencher) {
+        let t = mask([1 << 12, 1 << 12], [1 << 12, 1]);
+        bencher.bench_local(|| black_box(t.view::<bool>().unwrap().len()));
+    }
+
+    #[divan::bench(sample_count = 30)]
+    fn transposed(bencher: Bencher) {
+        let t = mask([1 << 12, 1 << 12], [1, 1 << 12]);
+        bencher.bench_local(|| black_box(t.view::<bool>().unwrap().len()));
+    }
+
+    #[divan::bench(sample_count = 30)]
+    fn sliding_windows_of_64(bencher: Bencher) {
+        let t = mask([(BYTES - 63) as i64, 64], [1, 1]);
+        bencher.bench_local(|| black_box(t.view::<bool>().unwrap().len()));
+    }
+}

@@ -77,6 +77,19 @@ pub(crate) unsafe fn check_values<T: Element>(
     if T::ANY_BIT_PATTERN || len == 0 {
         return Ok(());
     }
+    if is_row_major(shape, strides) {
+        // Compact: one pass over the bytes, in index order, with nothing allocated.
+        // SAFETY: a compact tensor's `len` elements follow each other from `ptr`, all reachable,
+        // hence readable (caller).
+        return match unsafe { first_invalid(ptr, len) } {
+            None => Ok(()),
+            Some((index, byte)) => Err(Error::InvalidValue {
+                dtype: T::DTYPE,
+                index,
+                byte,
+            }),
+        };
+    }
     // Broadcast axes (stride 0) repeat the same elements: each is checked once, so a `bool`
     // scalar seen 2^62 times takes one check, not 2^62.
     let kept: Vec<usize> = (0..shape.len()).filter(|&a| strides[a] != 0).collect();
@@ -197,32 +210,67 @@ impl Merged {
         // Distinct elements of the tensor, or at most IRREGULAR_CHECK_LIMIT: a usize on 64-bit
         // targets; on smaller ones a count past usize is refused like an irregular layout.
         let reads = usize::try_from(reads).map_err(|_| irregular(shape, strides))?;
-        for (k, offset) in Offsets::new(&counts, &steps, reads).enumerate() {
-            let offset = base.wrapping_add(offset);
-            // SAFETY: `offset` is `base` plus a sum of progression terms, which the merge trees
-            // turn back into the offset of an in-bounds index of the tensor (`axis_indices`): a
-            // reachable element, readable (caller).
-            if let Some(byte) = unsafe { invalid_byte(ptr, offset) } {
-                // Decode `k` (row-major over the roots) into each root's coordinate.
-                let mut coords = vec![0usize; shape.len()];
-                let mut rest = k as u64;
-                for root in roots.iter().rev() {
-                    axis_indices(nodes, root.node, rest % root.count, &mut coords);
-                    rest /= root.count;
-                }
-                let index = coords
-                    .iter()
-                    .zip(shape)
-                    .fold(0usize, |flat, (&c, &d)| flat * d as usize + c);
-                return Err(Error::InvalidValue {
-                    dtype: T::DTYPE,
-                    index,
-                    byte,
-                });
-            }
+        let found = if is_row_major(&counts, &steps) {
+            // What is left is one run of consecutive elements (the usual end of merging sliding
+            // windows): scanned like a compact tensor.
+            // SAFETY: the run from `base` is the set of reachable elements (the merge is exact),
+            // readable (caller).
+            unsafe { first_invalid(ptr.offset(base), reads) }
+        } else {
+            Offsets::new(&counts, &steps, reads)
+                .enumerate()
+                .find_map(|(k, offset)| {
+                    // SAFETY: `offset` is `base` plus a sum of progression terms, which the
+                    // merge trees turn back into the offset of an in-bounds index of the tensor
+                    // (`axis_indices`): a reachable element, readable (caller).
+                    unsafe { invalid_byte(ptr, base.wrapping_add(offset)) }.map(|byte| (k, byte))
+                })
+        };
+        let Some((k, byte)) = found else {
+            return Ok(());
+        };
+        // Decode `k` (row-major over the roots) into each root's coordinate.
+        let mut coords = vec![0usize; shape.len()];
+        let mut rest = k as u64;
+        for root in roots.iter().rev() {
+            axis_indices(nodes, root.node, rest % root.count, &mut coords);
+            rest /= root.count;
         }
-        Ok(())
+        let index = coords
+            .iter()
+            .zip(shape)
+            .fold(0usize, |flat, (&c, &d)| flat * d as usize + c);
+        Err(Error::InvalidValue {
+            dtype: T::DTYPE,
+            index,
+            byte,
+        })
     }
+}
+
+/// The position and first byte of the first invalid `T` among the `len` consecutive elements
+/// from `ptr`, if any.
+///
+/// # Safety
+/// The `len` elements from `ptr` are readable memory, a span within `isize`.
+unsafe fn first_invalid<T: Element>(ptr: *const T, len: usize) -> Option<(usize, u8)> {
+    let size = core::mem::size_of::<T>();
+    // SAFETY: readable (caller), whatever the bytes hold.
+    let bytes = unsafe { core::slice::from_raw_parts(ptr.cast::<u8>(), len * size) };
+    // For `bool` itself (not any type claiming its dtype), valid bytes are exactly 0 and 1:
+    // OR-ing them, which vectorises, clears a whole block at memory speed; the exact scan below
+    // runs only when some block holds a bad byte.
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<bool>()
+        && bytes
+            .chunks(1 << 12)
+            .all(|block| block.iter().fold(0u8, |acc, &b| acc | b) <= 1)
+    {
+        return None;
+    }
+    let index = bytes
+        .chunks_exact(size)
+        .position(|e| !T::is_valid_bits(e))?;
+    Some((index, bytes[index * size]))
 }
 
 /// Merges pairs of progressions while one pair merges (see the module docs); `nodes` records

@@ -812,6 +812,33 @@ fn bool_view_refuses_a_byte_other_than_0_or_1_naming_its_index() {
 }
 
 #[test]
+fn compact_bool_view_finds_a_bad_byte_past_the_first_blocks() {
+    // A compact mask is checked block by block (4096 bytes); the bad byte sits in the third.
+    let mut bytes = vec![1u8; 10_000];
+    bytes[1] = 0;
+    bytes[9_000] = 0x40;
+    let (t, built) = accepted(Foreign::new(DataType::BOOL, &[100, 100]).bytes(&bytes));
+    let err = t.view::<bool>().unwrap_err();
+    assert_eq!(
+        err,
+        Error::InvalidValue {
+            dtype: DataType::BOOL,
+            index: 9_000,
+            byte: 0x40
+        }
+    );
+    drop_once(t, &built);
+    bytes[9_000] = 1;
+    let (t, built) = accepted(Foreign::new(DataType::BOOL, &[100, 100]).bytes(&bytes));
+    let view = t.view::<bool>().unwrap();
+    assert_eq!(
+        (view.get(&[0, 1]), view.get(&[90, 0])),
+        (Some(&false), Some(&true))
+    );
+    drop_once(t, &built);
+}
+
+#[test]
 fn bool_view_checks_each_broadcast_element_once_and_names_its_first_index() {
     // One byte seen 2^62 times: one check, not 2^62 (this test would not finish otherwise).
     let (t, built) = accepted(

@@ -14,6 +14,12 @@
 //!   merge is exact, and repeated until no pair merges, it turns every sliding window (and every
 //!   window of windows) into a plain strided layout.
 //!
+//! The same merge joins progressions that only touch (`b == n * a`), so a transposed, flipped or
+//! otherwise permuted compact layout becomes one run of consecutive elements, scanned in one
+//! pass like a compact tensor. The check reads memory in increasing order, whatever the index
+//! order; when it finds a bad element of a layout whose indices reach distinct elements, a
+//! row-major walk (on that error path only) names the first bad index.
+//!
 //! If what remains reaches each element once, it is walked: each element is read once. A layout
 //! that still overlaps after merging (strides 2 and 3 over the same bytes, say) is irregular;
 //! no producer in practice makes one for `bool` data. Its walk is bounded by
@@ -90,30 +96,28 @@ pub(crate) unsafe fn check_values<T: Element>(
             }),
         };
     }
-    // Broadcast axes (stride 0) repeat the same elements: each is checked once, so a `bool`
-    // scalar seen 2^62 times takes one check, not 2^62.
+    // Every element is read once, in memory order, through the layout merged as far as it
+    // merges (see the module docs): broadcast axes (stride 0) and overlapping windows repeat
+    // elements, which are still read once (a `bool` scalar seen 2^62 times takes one read), and
+    // a transposed or flipped layout merges into one run, scanned like a compact tensor.
+    let merged = Merged::new(shape, strides);
+    // SAFETY: forwarded from the caller.
+    let verdict = unsafe { merged.check(ptr, shape, strides) };
+    // Merging saves nothing exactly when the indices (broadcast axes aside) reach distinct
+    // elements (a merge saves unless its two progressions only touch). Then the error names the
+    // first bad index in row-major order, which only a row-major walk finds: made on this error
+    // path alone, over as many indices as the first walk read elements.
+    let kept_len: usize = (shape.iter().zip(strides))
+        .filter(|&(_, &s)| s != 0)
+        .map(|(&d, _)| d as usize)
+        .product();
+    if !matches!(verdict, Err(Error::InvalidValue { .. })) || merged.reads != Some(kept_len as u64)
+    {
+        return verdict;
+    }
     let kept: Vec<usize> = (0..shape.len()).filter(|&a| strides[a] != 0).collect();
     let kept_shape: Vec<i64> = kept.iter().map(|&a| shape[a]).collect();
     let kept_strides: Vec<i64> = kept.iter().map(|&a| strides[a]).collect();
-    // Every size is > 0 (len > 0), and this product divides `len`.
-    let kept_len: usize = kept_shape.iter().map(|&d| d as usize).product();
-    if !strides_are_disjoint(&kept_shape, &kept_strides) {
-        let merged = Merged::new(shape, strides);
-        if merged.reads != Some(kept_len as u64) {
-            // Merging found indices sharing elements: walk the distinct elements instead.
-            // SAFETY: forwarded from the caller.
-            return unsafe { merged.check(ptr, shape, strides) };
-        }
-        // Merging saved nothing (no merge, or only merges of touching progressions, like
-        // strides [4, 2] over sizes [n, 2]): the indices may still share elements, irregularly,
-        // or not at all (strides [3, 2] over shape [n, 3] interleave without sharing), which
-        // the disjointness test, being conservative, cannot tell.
-        if kept_len as u64 > IRREGULAR_CHECK_LIMIT {
-            return Err(irregular(shape, strides));
-        }
-    }
-    // Each kept index is walked in row-major order, so the error names the first bad index
-    // exactly.
     for (index, offset) in Offsets::new(&kept_shape, &kept_strides, kept_len).enumerate() {
         // SAFETY: the element at `offset` is reachable through the view's own axes (the same
         // ones, at index 0 on the broadcast axes), hence readable (caller).
@@ -125,7 +129,8 @@ pub(crate) unsafe fn check_values<T: Element>(
             });
         }
     }
-    Ok(())
+    // Not reached: the row-major walk reads the same elements as the first.
+    verdict
 }
 
 fn irregular(shape: &[i64], strides: &[i64]) -> Error {

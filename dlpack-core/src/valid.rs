@@ -209,7 +209,7 @@ impl Merged {
         let counts: Vec<i64> = roots.iter().map(|r| r.count as i64).collect();
         let steps: Vec<i64> = roots.iter().map(|r| r.stride as i64).collect();
         let reads = match reads {
-            Some(n) if n <= IRREGULAR_CHECK_LIMIT || strides_are_disjoint(&counts, &steps) => n,
+            Some(n) if n <= IRREGULAR_CHECK_LIMIT || reach_each_once(roots, &counts, &steps) => n,
             _ => return Err(irregular(shape, strides)),
         };
         // Distinct elements of the tensor, or at most IRREGULAR_CHECK_LIMIT: a usize on 64-bit
@@ -276,6 +276,31 @@ unsafe fn first_invalid<T: Element>(ptr: *const T, len: usize) -> Option<(usize,
         .chunks_exact(size)
         .position(|e| !T::is_valid_bits(e))?;
     Some((index, bytes[index * size]))
+}
+
+/// Whether the progressions (`counts` and `steps` are their columns) reach each element once:
+/// exactly, for two of them; as [`strides_are_disjoint`] decides (conservatively) for more.
+///
+/// Two progressions of strides `a` and `b` (`g` their gcd) and counts `n` and `m` reach some
+/// element twice exactly when `i * a + j * b == i' * a + j' * b` for other indices, that is when
+/// `i - i'` is a nonzero multiple of `b / g` and `j' - j` the same multiple of `a / g`: possible
+/// exactly when `n > b / g` and `m > a / g`. So strides 3 and 2 over counts `[n, 3]` interleave
+/// without sharing (`m = 3 <= 3`), while strides 3 and 2 over `[n, 4]` share elements.
+fn reach_each_once(roots: &[Progression], counts: &[i64], steps: &[i64]) -> bool {
+    match roots {
+        [x, y] => {
+            let g = gcd(x.stride, y.stride);
+            x.count <= y.stride / g || y.count <= x.stride / g
+        }
+        _ => strides_are_disjoint(counts, steps),
+    }
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// Merges pairs of progressions while one pair merges (see the module docs); `nodes` records
@@ -366,4 +391,47 @@ fn first_full_index(shape: &[i64], kept: &[usize], kept_shape: &[i64], kept_inde
         .iter()
         .zip(shape)
         .fold(0usize, |flat, (&c, &d)| flat * d as usize + c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_progressions_reach_each_element_once_exactly_when_brute_force_says_so() {
+        // Fewer under Miri, which has nothing unsafe to look at here.
+        let top = if cfg!(miri) { 4 } else { 9 };
+        for a in 1..top {
+            for b in a..top + 4 {
+                for n in 2..top {
+                    for m in 2..top {
+                        let mut seen: Vec<u64> = (0..n)
+                            .flat_map(|i| (0..m).map(move |j| i * a + j * b))
+                            .collect();
+                        seen.sort_unstable();
+                        seen.dedup();
+                        let once = seen.len() as u64 == n * m;
+                        let roots = [
+                            Progression {
+                                stride: b,
+                                count: m,
+                                node: 0,
+                            },
+                            Progression {
+                                stride: a,
+                                count: n,
+                                node: 1,
+                            },
+                        ];
+                        let (counts, steps) = ([m as i64, n as i64], [b as i64, a as i64]);
+                        assert_eq!(
+                            reach_each_once(&roots, &counts, &steps),
+                            once,
+                            "strides {a}, {b} over counts {n}, {m}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

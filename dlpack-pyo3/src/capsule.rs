@@ -413,6 +413,17 @@ mod tests {
         }
     }
 
+    /// A fresh capsule of `format` holding an export of `producer`.
+    fn fresh_capsule<'py>(
+        py: Python<'py>,
+        producer: Counted,
+        format: ExportStruct,
+    ) -> Bound<'py, PyCapsule> {
+        let raw = raw_of(ManagedTensor::export(producer).unwrap(), format);
+        // SAFETY: we own the fresh tensor and hand it over.
+        unsafe { new_capsule(py, raw) }.unwrap()
+    }
+
     fn capsule_name(capsule: &Bound<'_, PyCapsule>) -> String {
         let name = capsule.name().unwrap().unwrap();
         // SAFETY: the names used here are 'static strings, read at once.
@@ -424,9 +435,7 @@ mod tests {
         for format in [ExportStruct::Versioned, ExportStruct::Legacy] {
             let (producer, drops) = counted();
             Python::attach(|py| {
-                let raw = raw_of(ManagedTensor::export(producer).unwrap(), format);
-                // SAFETY: we own the fresh tensor and hand it over.
-                let capsule = unsafe { new_capsule(py, raw) }.unwrap();
+                let capsule = fresh_capsule(py, producer, format);
                 assert_eq!(
                     capsule_name(&capsule),
                     format.capsule_name().to_str().unwrap()
@@ -443,9 +452,7 @@ mod tests {
         for format in [ExportStruct::Versioned, ExportStruct::Legacy] {
             let (producer, drops) = counted();
             Python::attach(|py| {
-                let raw = raw_of(ManagedTensor::export(producer).unwrap(), format);
-                // SAFETY: we own the fresh tensor and hand it over.
-                let capsule = unsafe { new_capsule(py, raw) }.unwrap();
+                let capsule = fresh_capsule(py, producer, format);
                 let taken = take_capsule(capsule.as_any()).unwrap();
                 assert_eq!(taken.format(), format);
                 assert_eq!(
@@ -469,9 +476,7 @@ mod tests {
         for format in [ExportStruct::Versioned, ExportStruct::Legacy] {
             let (producer, drops) = counted();
             Python::attach(|py| {
-                let raw = raw_of(ManagedTensor::export(producer).unwrap(), format);
-                // SAFETY: we own the fresh tensor and hand it over.
-                let capsule = unsafe { new_capsule(py, raw) }.unwrap();
+                let capsule = fresh_capsule(py, producer, format);
                 let refuse = |t: &CheckedTensor| {
                     assert_eq!(t.shape(), &[3]);
                     Err(PyValueError::new_err("refused by the check"))
@@ -538,12 +543,7 @@ mod tests {
     fn a_refused_capsule_only_we_held_is_deleted_once_by_its_destructor() {
         let (producer, drops) = counted();
         Python::attach(|py| {
-            let raw = raw_of(
-                ManagedTensor::export(producer).unwrap(),
-                ExportStruct::Versioned,
-            );
-            // SAFETY: we own the fresh tensor and hand it over.
-            let capsule = unsafe { new_capsule(py, raw) }.unwrap().into_any();
+            let capsule = fresh_capsule(py, producer, ExportStruct::Versioned).into_any();
             let refuse = |_: &CheckedTensor| Err(PyValueError::new_err("refused"));
             // SAFETY: a capsule made here from a valid export.
             let err = unsafe { import_capsule(&capsule, false, refuse) }.unwrap_err();
@@ -563,12 +563,7 @@ mod tests {
     fn a_capsule_taken_by_another_consumer_during_the_check_is_not_taken_twice() {
         let (producer, drops) = counted();
         Python::attach(|py| {
-            let raw = raw_of(
-                ManagedTensor::export(producer).unwrap(),
-                ExportStruct::Versioned,
-            );
-            // SAFETY: we own the fresh tensor and hand it over.
-            let capsule = unsafe { new_capsule(py, raw) }.unwrap().into_any();
+            let capsule = fresh_capsule(py, producer, ExportStruct::Versioned).into_any();
             let mut other = None;
             // The check runs code that hands the capsule to another consumer, as Python code
             // run meanwhile could.
@@ -603,12 +598,7 @@ mod tests {
     fn a_capsule_is_taken_only_once() {
         let (producer, drops) = counted();
         Python::attach(|py| {
-            let raw = raw_of(
-                ManagedTensor::export(producer).unwrap(),
-                ExportStruct::Versioned,
-            );
-            // SAFETY: we own the fresh tensor and hand it over.
-            let capsule = unsafe { new_capsule(py, raw) }.unwrap();
+            let capsule = fresh_capsule(py, producer, ExportStruct::Versioned);
             let taken = take_capsule(capsule.as_any()).unwrap();
             let err = take_capsule(capsule.as_any()).unwrap_err();
             assert!(err.is_instance_of::<PyValueError>(py));

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import NUMPY_DTYPES, DLTensor
+from conftest import NUMPY_DTYPES, DLTensor, Returns
 
 
 class OldProducer:
@@ -126,19 +126,6 @@ def test_the_dlpack_route_of_the_import_loop_asks_for_1_3_each_time(m):
     old = OldProducer(np.arange(3.0))
     m.import_loop(old, 2, "dlpack")
     assert old.calls == [None, None]
-
-
-class Returns:
-    """An object whose __dlpack__ returns a given object (a capsule made beforehand)."""
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __dlpack__(self, **kwargs):
-        return self.obj
-
-    def __dlpack_device__(self):
-        return (1, 0)
 
 
 # A foreign producer written with ctypes: a capsule with a real destructor (it calls the deleter

@@ -5,20 +5,7 @@ import gc
 
 import numpy as np
 import pytest
-from conftest import NUMPY_DTYPES
-
-
-class Returns:
-    """An object whose __dlpack__ returns a given object (to hand NumPy any capsule)."""
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __dlpack__(self, **kwargs):
-        return self.obj
-
-    def __dlpack_device__(self):
-        return (1, 0)
+from conftest import NUMPY_DTYPES, Returns
 
 
 def raised(action):

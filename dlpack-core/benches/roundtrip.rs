@@ -4,7 +4,7 @@
 //! Run: `cargo bench -p dlpack-core --bench roundtrip`
 
 use divan::{Bencher, black_box};
-use dlpack_core::ManagedTensor;
+use dlpack_core::{Device, Element, Export, ExportDesc, ManagedTensor};
 
 fn main() {
     divan::main();
@@ -74,36 +74,36 @@ fn box_new_drop(bencher: Bencher, len: usize) {
 
 const SIDE: usize = 4096; // 4096 x 4096 f32 = 64 MiB
 
+/// A 2-d view of a Vec with a chosen shape, strides (row-major, transposed, overlapping) and
+/// byte offset.
+struct Strided<T> {
+    data: Vec<T>,
+    shape: [i64; 2],
+    strides: [i64; 2],
+    offset: u64,
+}
+
+// SAFETY: the shapes, strides and offsets used below stay inside the Vec's buffer.
+unsafe impl<T: Element> Export for Strided<T> {
+    fn ndim(&self) -> usize {
+        2
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape.copy_from_slice(&self.shape);
+        strides.copy_from_slice(&self.strides);
+        ExportDesc {
+            data: self.data.as_mut_ptr().cast(),
+            byte_offset: self.offset,
+            dtype: T::DTYPE,
+            device: Device::CPU,
+            flags: Default::default(),
+            allocation: None,
+        }
+    }
+}
+
 mod copy_out {
     use super::*;
-    use dlpack_core::{DataType, Device, Export, ExportDesc};
-
-    /// A 2-d view of a Vec with chosen strides (row-major or transposed).
-    struct Strided {
-        data: Vec<f32>,
-        shape: [i64; 2],
-        strides: [i64; 2],
-        offset: u64,
-    }
-
-    // SAFETY: the shapes and strides used below stay inside the Vec's buffer.
-    unsafe impl Export for Strided {
-        fn ndim(&self) -> usize {
-            2
-        }
-        fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-            shape.copy_from_slice(&self.shape);
-            strides.copy_from_slice(&self.strides);
-            ExportDesc {
-                data: self.data.as_mut_ptr().cast(),
-                byte_offset: self.offset,
-                dtype: DataType::F32,
-                device: Device::CPU,
-                flags: Default::default(),
-                allocation: None,
-            }
-        }
-    }
 
     fn tensor(strides: [i64; 2], offset: u64) -> ManagedTensor {
         let data: Vec<f32> = (0..SIDE * SIDE).map(|i| i as f32).collect();
@@ -150,46 +150,20 @@ mod copy_out {
 }
 
 /// Making a `bool` view, which checks that every element's byte is 0 or 1, of a 16 MiB mask:
-/// compact (one pass over the bytes), transposed (a strided walk) and as sliding windows of 64
+/// compact (one pass over the bytes), transposed (merged into one run) and as sliding windows of 64
 /// (1 GiB of indices over the same 16 MiB: each byte is still checked once).
 mod bool_view {
     use super::*;
-    use dlpack_core::{DataType, Device, Export, ExportDesc};
 
     const BYTES: usize = 1 << 24;
 
-    /// A view of a `Vec<bool>` with a chosen shape and strides.
-    struct Mask {
-        data: Vec<bool>,
-        shape: [i64; 2],
-        strides: [i64; 2],
-    }
-
-    // SAFETY: the shapes and strides used below stay inside the Vec's buffer.
-    unsafe impl Export for Mask {
-        fn ndim(&self) -> usize {
-            2
-        }
-        fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-            shape.copy_from_slice(&self.shape);
-            strides.copy_from_slice(&self.strides);
-            ExportDesc {
-                data: self.data.as_mut_ptr().cast(),
-                byte_offset: 0,
-                dtype: DataType::BOOL,
-                device: Device::CPU,
-                flags: Default::default(),
-                allocation: None,
-            }
-        }
-    }
-
     fn mask(shape: [i64; 2], strides: [i64; 2]) -> ManagedTensor {
         let data = (0..BYTES).map(|i| i % 3 == 0).collect();
-        ManagedTensor::export(Mask {
+        ManagedTensor::export(Strided::<bool> {
             data,
             shape,
             strides,
+            offset: 0,
         })
         .unwrap()
     }

@@ -103,10 +103,11 @@ pub(crate) unsafe fn check_values<T: Element>(
     let merged = Merged::new(shape, strides);
     // SAFETY: forwarded from the caller.
     let verdict = unsafe { merged.check(ptr, shape, strides) };
-    // Merging saves nothing exactly when the indices (broadcast axes aside) reach distinct
-    // elements (a merge saves unless its two progressions only touch). Then the error names the
-    // first bad index in row-major order, which only a row-major walk finds: made on this error
-    // path alone, over as many indices as the first walk read elements.
+    // When merging saved nothing, the first walk read as many elements as there are indices
+    // (broadcast axes aside). That is the case whenever the indices reach distinct elements (a
+    // merge saves unless its two progressions only touch), and for an irregular overlap walked
+    // whole. Then the error names the first bad index in row-major order, which only a
+    // row-major walk finds: made on this error path alone, and no longer than the first.
     let kept_len: usize = (shape.iter().zip(strides))
         .filter(|&(_, &s)| s != 0)
         .map(|(&d, _)| d as usize)

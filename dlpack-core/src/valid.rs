@@ -31,9 +31,10 @@ use crate::view::Offsets;
 use crate::{Element, Error};
 
 /// The most element reads spent checking a layout whose indices still share elements after
-/// exact merging, or that merging cannot show to reach each element once (2^30: about two
-/// seconds on the development VM, which took 8 s for 2^32); a layout needing more is refused
-/// with [`Error::IrregularOverlap`]. Each `bool` view (and `to_vec`) makes the check again.
+/// exact merging, or that merging cannot show to reach each element once (2^30: about three
+/// seconds on the development VM, measured for strides [3, 2] over [2^15, 2^15]); a layout
+/// needing more is refused with [`Error::IrregularOverlap`]. Each `bool` view (and `to_vec`)
+/// makes the check again.
 pub(crate) const IRREGULAR_CHECK_LIMIT: u64 = 1 << 30;
 
 /// One node of a merge tree: an axis of the tensor, or two progressions merged.
@@ -96,25 +97,29 @@ pub(crate) unsafe fn check_values<T: Element>(
             }),
         };
     }
-    // Every element is read once, in memory order, through the layout merged as far as it
-    // merges (see the module docs): broadcast axes (stride 0) and overlapping windows repeat
-    // elements, which are still read once (a `bool` scalar seen 2^62 times takes one read), and
-    // a transposed or flipped layout merges into one run, scanned like a compact tensor.
+    // The layout merged as far as it merges (see the module docs): broadcast axes (stride 0)
+    // and overlapping windows repeat elements, which are then read once each (a `bool` scalar
+    // seen 2^62 times takes one read), and a transposed or flipped layout becomes one run of
+    // consecutive elements. An irregular overlap too costly to walk is refused here.
     let merged = Merged::new(shape, strides);
-    // SAFETY: forwarded from the caller.
-    let verdict = unsafe { merged.check(ptr, shape, strides) };
-    // When merging saved nothing, the first walk read as many elements as there are indices
-    // (broadcast axes aside). That is the case whenever the indices reach distinct elements (a
-    // merge saves unless its two progressions only touch), and for an irregular overlap walked
-    // whole. Then the error names the first bad index in row-major order, which only a
-    // row-major walk finds: made on this error path alone, and no longer than the first.
+    let reads = merged.admitted_reads(shape, strides)?;
     let kept_len: usize = (shape.iter().zip(strides))
         .filter(|&(_, &s)| s != 0)
         .map(|(&d, _)| d as usize)
         .product();
-    if !matches!(verdict, Err(Error::InvalidValue { .. })) || merged.reads != Some(kept_len as u64)
-    {
-        return verdict;
+    // Merging saved reads whenever indices share elements that way; then the merged layout is
+    // walked, each element once, and the error names one index reaching a bad element. When it
+    // saved nothing (the indices reach distinct elements, or overlap irregularly), the
+    // row-major walk below reads no more and names the first bad index; the merged layout is
+    // still scanned first when it is one run (a transpose), which is far faster, and the
+    // row-major walk then runs only on the error path.
+    let saved = merged.reads != Some(kept_len as u64);
+    if saved || merged.is_one_run() {
+        // SAFETY: forwarded from the caller; `reads` is the merged layout's.
+        let verdict = unsafe { merged.check(ptr, reads, shape) };
+        if saved || !matches!(verdict, Err(Error::InvalidValue { .. })) {
+            return verdict;
+        }
     }
     let kept: Vec<usize> = (0..shape.len()).filter(|&a| strides[a] != 0).collect();
     let kept_shape: Vec<i64> = kept.iter().map(|&a| shape[a]).collect();
@@ -130,8 +135,7 @@ pub(crate) unsafe fn check_values<T: Element>(
             });
         }
     }
-    // Not reached: the row-major walk reads the same elements as the first.
-    verdict
+    Ok(())
 }
 
 fn irregular(shape: &[i64], strides: &[i64]) -> Error {
@@ -150,6 +154,10 @@ struct Merged {
     roots: Vec<Progression>,
     /// Every progression's merge tree.
     nodes: Vec<Node>,
+    /// The roots' counts and strides, as the columns of a layout (each fits i64: a merged
+    /// count is at most the validated span over its stride, plus one).
+    counts: Vec<i64>,
+    steps: Vec<i64>,
     /// The product of the roots' counts; `None` past `u64`.
     reads: Option<u64>,
 }
@@ -184,46 +192,65 @@ impl Merged {
         let reads = roots.iter().try_fold(1u64, |n, r| n.checked_mul(r.count));
         Merged {
             base,
+            counts: roots.iter().map(|r| r.count as i64).collect(),
+            steps: roots.iter().map(|r| r.stride as i64).collect(),
             roots,
             nodes,
             reads,
         }
     }
 
-    /// Reads every element the roots reach (each once, if they are disjoint).
+    /// How many elements a walk of the merged layout reads: every distinct element, when the
+    /// roots reach each once; otherwise (an irregular overlap) at most
+    /// [`IRREGULAR_CHECK_LIMIT`], or [`Error::IrregularOverlap`] for the original layout.
+    fn admitted_reads(&self, shape: &[i64], strides: &[i64]) -> Result<usize, Error> {
+        let reads = match self.reads {
+            Some(n)
+                if n <= IRREGULAR_CHECK_LIMIT
+                    || reach_each_once(&self.roots, &self.counts, &self.steps) =>
+            {
+                n
+            }
+            _ => return Err(irregular(shape, strides)),
+        };
+        // Distinct elements of the tensor, or at most IRREGULAR_CHECK_LIMIT: a usize on 64-bit
+        // targets; on smaller ones a count past usize is refused like an irregular layout.
+        usize::try_from(reads).map_err(|_| irregular(shape, strides))
+    }
+
+    /// Whether the merged layout is one run of consecutive elements.
+    fn is_one_run(&self) -> bool {
+        is_row_major(&self.counts, &self.steps)
+    }
+
+    /// Reads every element the roots reach (each once, if they reach each once), `reads` of
+    /// them ([`Merged::admitted_reads`]).
     ///
     /// # Safety
-    /// As for [`check_values`], of the layout `self` was made from.
+    /// As for [`check_values`], of the layout `self` was made from; `reads` is the product of
+    /// the roots' counts.
     unsafe fn check<T: Element>(
         &self,
         ptr: *const T,
+        reads: usize,
         shape: &[i64],
-        strides: &[i64],
     ) -> Result<(), Error> {
         let Merged {
             base,
             ref roots,
             ref nodes,
-            reads,
+            ref counts,
+            ref steps,
+            ..
         } = *self;
-        // Each merged count is at most the validated span over its stride, plus one: an i64.
-        let counts: Vec<i64> = roots.iter().map(|r| r.count as i64).collect();
-        let steps: Vec<i64> = roots.iter().map(|r| r.stride as i64).collect();
-        let reads = match reads {
-            Some(n) if n <= IRREGULAR_CHECK_LIMIT || reach_each_once(roots, &counts, &steps) => n,
-            _ => return Err(irregular(shape, strides)),
-        };
-        // Distinct elements of the tensor, or at most IRREGULAR_CHECK_LIMIT: a usize on 64-bit
-        // targets; on smaller ones a count past usize is refused like an irregular layout.
-        let reads = usize::try_from(reads).map_err(|_| irregular(shape, strides))?;
-        let found = if is_row_major(&counts, &steps) {
+        let found = if self.is_one_run() {
             // What is left is one run of consecutive elements (the usual end of merging sliding
             // windows): scanned like a compact tensor.
             // SAFETY: the run from `base` is the set of reachable elements (the merge is exact),
             // readable (caller).
             unsafe { first_invalid(ptr.offset(base), reads) }
         } else {
-            Offsets::new(&counts, &steps, reads)
+            Offsets::new(counts, steps, reads)
                 .enumerate()
                 .find_map(|(k, offset)| {
                     // SAFETY: `offset` is `base` plus a sum of progression terms, which the

@@ -55,6 +55,7 @@
 //!   (`zeMemGetAddressRange`), device <-> host copies and synchronisation on a [`Queue`].
 //! - [`Queue`]: an immediate command list and its events; the `stream` of the DLPack protocol
 //!   names one, and the producer orders it after its own work with an event handshake.
+//! - [`leaks`]: what the crate leaked on purpose because a device failed (see below).
 //!
 //! # Level Zero version
 //!
@@ -81,6 +82,23 @@
 //! cannot read before the producer's writes are done, and the host does not block. Numbers that
 //! are not a live queue of the context are refused, never handed to Level Zero as handles. A
 //! SYCL queue joins by adopting its native command list ([`Queue::from_raw`]).
+//!
+//! # When the device fails
+//!
+//! Every copy waits for its event on the host (`zeEventHostSynchronize`). When that wait fails
+//! (a lost device) and the event is not signalled either (`zeEventHostSynchronize` and
+//! `zeEventQueryStatus` both say no), Level Zero cannot confirm that the copy finished: it may
+//! still read and write its memory. The copy then returns an [`dlpack_core::Error::Runtime`]
+//! that names the failed call and its result and says the work "may still be running", and
+//! nothing it may touch is freed or reused: its event is never reset, reused or destroyed (nor
+//! its pool), the crate's own staging buffers are leaked, USM of the context that the copy
+//! touches is never freed (a [`UsmBuffer`] over it leaks its allocation), a queue whose work
+//! cannot be waited for leaks its command list, and a context in which anything leaked is not
+//! destroyed. An event whose `zeEventHostReset` fails may still be signalled, so it is retired
+//! the same way (and the operation returns that error). Device-to-host copies of the hooks
+//! bounce through a staging buffer of the crate's own, so that such a copy never writes the
+//! caller's memory after the call. [`leaks`] counts what was leaked; it stays zero on a device
+//! that works. Nothing here panics.
 //!
 //! # Contexts
 //!
@@ -130,6 +148,7 @@ mod api;
 mod context;
 mod device;
 mod hooks;
+mod leaks;
 mod numbering;
 mod queue;
 mod usm;
@@ -138,6 +157,7 @@ pub use api::{Api, LevelZero};
 pub use context::{Context, UsmAllocation};
 pub use device::{DeviceProperties, Driver, ZeDevice};
 pub use hooks::OneApiHooks;
+pub use leaks::{Leaks, leaks};
 pub use numbering::DeviceNumbering;
 pub use queue::Queue;
 pub use usm::{UsmBuffer, UsmKind};

@@ -2,14 +2,18 @@
 //! producer/consumer event handshake that stands in for DLPack's `stream` argument.
 
 use core::fmt;
+use core::ops::Range;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use dlpack_core::Error;
 
 use crate::api::{check, runtime_error};
 use crate::context::{ContextCore, lock};
+use crate::leaks::{self, LEAKED, span};
 use crate::sys::{
-    self, ze_command_list_handle_t, ze_event_handle_t, ze_event_pool_handle_t, ze_result_t,
+    self, describe_result, ze_command_list_handle_t, ze_event_handle_t, ze_event_pool_handle_t,
+    ze_result_t,
 };
 use crate::{Context, ZeDevice};
 
@@ -22,6 +26,11 @@ const EVENTS_PER_POOL: u32 = 32;
 /// Commands run in the order they are appended. Every method here that reads or writes host
 /// memory waits for its command before returning; [`Queue::make_ready_for`] orders another
 /// queue after this one without blocking the host.
+///
+/// When that wait fails (a lost device) and the command's event is not signalled, Level Zero
+/// cannot confirm that the command finished: its event is then never reset, reused or destroyed,
+/// and the memory it touches is never freed (see [`crate::Leaks`]), so that work the device may
+/// still do cannot write anything that was handed back.
 ///
 /// A queue's `stream` number ([`Queue::stream`]) is what a consumer passes as `stream` to a
 /// producer's `__dlpack__`, so that the producer's [`crate::OneApiHooks`]
@@ -55,10 +64,43 @@ unsafe impl Sync for QueueInner {}
 #[derive(Default)]
 struct Events {
     pools: Vec<ze_event_pool_handle_t>,
+    /// The pool of each event (its index in `pools`), by event handle address.
+    pool_of: HashMap<usize, usize>,
     /// Events not signalled and not referenced by any pending command.
     free: Vec<ze_event_handle_t>,
     /// `(ready, consumed)` pairs of handshakes whose consumer side may not have run yet.
     handshakes: Vec<(ze_event_handle_t, ze_event_handle_t)>,
+    /// Events that device work may still signal or wait on (a host wait for them failed), or
+    /// that may still be signalled (a reset failed): never reset, reused or destroyed, nor their
+    /// pools ([`crate::Leaks`]).
+    retired: Vec<ze_event_handle_t>,
+}
+
+/// A command that failed, and how far it got.
+pub(crate) struct Failed {
+    pub(crate) error: Error,
+    pub(crate) stage: Stage,
+}
+
+/// How far a failed command got.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Stage {
+    /// It was never appended (no event, or the append failed): it does not run.
+    NotAppended,
+    /// Level Zero could not confirm that it finished (its host wait failed and its event is not
+    /// signalled): the device may still read and write what it names, so none of that may be
+    /// freed or reused.
+    Unfinished,
+    /// It finished; what failed came after (the wait reported an error although the event is
+    /// signalled, or the event could not be reset).
+    Finished,
+}
+
+impl Failed {
+    /// Whether the device may still run the command.
+    pub(crate) fn unfinished(&self) -> bool {
+        self.stage == Stage::Unfinished
+    }
 }
 
 impl Queue {
@@ -165,8 +207,12 @@ impl Queue {
     }
 
     /// Blocks the host until everything appended so far has run.
+    ///
+    /// When Level Zero cannot confirm that it has (the host wait fails and the barrier's event is
+    /// not signalled), the error says that the work "may still be running", and the barrier's
+    /// event is leaked rather than reused ([`crate::Leaks`]).
     pub fn synchronize(&self) -> Result<(), Error> {
-        self.inner.synchronize()
+        self.inner.synchronize().map_err(|f| f.error)
     }
 
     /// Makes `consumer` wait, on the device, for everything appended to this queue so far,
@@ -221,17 +267,25 @@ impl Queue {
             };
             check(r, "zeCommandListAppendBarrier")
         };
-        let mut events = lock(&self.inner.state);
         match appended {
             Ok(()) => {
-                events.handshakes.push((ready, consumed));
+                lock(&self.inner.state).handshakes.push((ready, consumed));
                 Ok(())
             }
             Err(err) => {
-                // Nothing waits on `ready`; let it be signalled, then reuse both.
-                // SAFETY: live event of this queue's pool.
-                let _ = unsafe { (api.zeEventHostSynchronize)(ready, u64::MAX) };
-                self.inner.recycle(&mut events, &[ready, consumed]);
+                // Nothing waits on `ready`, which the barrier above signals: reuse it once it is
+                // seen signalled, else retire it (the barrier may still signal it). `consumed`
+                // was never appended, so it is still free.
+                let finished = self.inner.wait_finished(ready);
+                let mut events = lock(&self.inner.state);
+                events.free.push(consumed);
+                if finished {
+                    // A reset that fails retires the event; the append's error is the one
+                    // returned.
+                    let _ = self.inner.recycle(&mut events, &[ready]);
+                } else {
+                    self.inner.retire(&mut events, &[ready]);
+                }
                 Err(err)
             }
         }
@@ -239,18 +293,54 @@ impl Queue {
 
     /// Copies `bytes` bytes from `src` to `dst` on this queue and waits for the copy.
     ///
+    /// # Errors
+    ///
+    /// A Level Zero error names the call and its result. When the host wait fails and the copy's
+    /// event is not signalled, Level Zero cannot confirm that the copy finished, and the message
+    /// says that it "may still be running": the device may still read `src` and write `dst`.
+    /// This crate then never frees memory of its own in either range (a [`crate::UsmBuffer`]
+    /// over it leaks its allocation, see [`crate::Leaks`]), and the caller must not either.
+    ///
     /// # Safety
     ///
     /// `src..src + bytes` must be readable and `dst..dst + bytes` writable by this queue's
     /// device (host memory, USM of this context the device can reach), not overlapping, and
-    /// nobody else may access `dst` during the call.
+    /// nobody else may access `dst` during the call. After an error that says the copy may
+    /// still be running, both ranges must stay valid, and `dst` unaccessed, for the rest of the
+    /// process (leak them).
     pub unsafe fn copy(&self, dst: *mut u8, src: *const u8, bytes: usize) -> Result<(), Error> {
+        let keep = [span(dst.addr(), bytes), span(src.addr(), bytes)];
+        // SAFETY: the caller's contract, which covers a copy that may still be running too.
+        unsafe { self.copy_keeping(dst, src, bytes, &keep) }.map_err(|f| f.error)
+    }
+
+    /// [`Queue::copy`], saying whether a copy that failed may still be running. Then `keep` (the
+    /// ranges of this context's USM that the copy reads or writes) is recorded in the context,
+    /// which never frees an allocation that overlaps it.
+    ///
+    /// # Safety
+    ///
+    /// As [`Queue::copy`] for the call itself. After a failure with `unfinished` set, the device
+    /// may still write `dst` and read `src`: the caller must leak any memory of its own in `dst`
+    /// that `keep` does not cover, and never access it again; what the device may still read
+    /// from `src` lands only in `dst`.
+    pub(crate) unsafe fn copy_keeping(
+        &self,
+        dst: *mut u8,
+        src: *const u8,
+        bytes: usize,
+        keep: &[Range<usize>],
+    ) -> Result<(), Failed> {
         if bytes == 0 {
             return Ok(());
         }
         let api = self.inner.core.ze.api();
-        self.inner
-            .run_and_wait("zeCommandListAppendMemoryCopy", |list, event| {
+        let copied = self.inner.run_and_wait(
+            "zeCommandListAppendMemoryCopy",
+            "the copy",
+            "its event, and the memory it reads and writes, are leaked rather than reused or \
+             freed",
+            |list, event| {
                 // SAFETY: live list and event; the ranges are valid for the copy (caller).
                 unsafe {
                     (api.zeCommandListAppendMemoryCopy)(
@@ -263,51 +353,129 @@ impl Queue {
                         core::ptr::null_mut(),
                     )
                 }
-            })
+            },
+        );
+        if let Err(failed) = &copied
+            && failed.unfinished()
+        {
+            self.inner.core.kept.keep(keep);
+        }
+        copied
     }
 }
 
 impl QueueInner {
-    fn synchronize(&self) -> Result<(), Error> {
+    fn synchronize(&self) -> Result<(), Failed> {
         let api = self.core.ze.api();
-        self.run_and_wait("zeCommandListAppendBarrier", |list, event| {
-            // SAFETY: live list and event.
-            unsafe { (api.zeCommandListAppendBarrier)(list, event, 0, core::ptr::null_mut()) }
-        })
+        self.run_and_wait(
+            "zeCommandListAppendBarrier",
+            "the work appended to the queue",
+            "the event of the barrier that waits for it is leaked rather than reused",
+            |list, event| {
+                // SAFETY: live list and event.
+                unsafe { (api.zeCommandListAppendBarrier)(list, event, 0, core::ptr::null_mut()) }
+            },
+        )
     }
 
     /// Appends a command that signals an event (`append(list, event)`), waits for the event
     /// on the host, and recycles it.
+    ///
+    /// When the wait fails and the event is not signalled, the command may still run: the
+    /// event is retired, and the error, `unfinished`, says that `what` may still be running and
+    /// that `kept` (what is leaked).
     fn run_and_wait(
         &self,
         call: &str,
+        what: &str,
+        kept: &str,
         append: impl FnOnce(ze_command_list_handle_t, ze_event_handle_t) -> ze_result_t,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Failed> {
         let api = self.core.ze.api();
         let event = {
             let mut events = lock(&self.state);
-            let event = self.take_event(&mut events)?;
+            let not_appended = |error| Failed {
+                error,
+                stage: Stage::NotAppended,
+            };
+            let event = self.take_event(&mut events).map_err(not_appended)?;
             if let Err(err) = check(append(self.list, event), call) {
                 events.free.push(event);
-                return Err(err);
+                return Err(not_appended(err));
             }
             event
         };
         // SAFETY: a live event of this queue's pool, host-visible.
         let waited = unsafe { (api.zeEventHostSynchronize)(event, u64::MAX) };
-        let mut events = lock(&self.state);
-        self.recycle(&mut events, &[event]);
+        if waited != sys::ZE_RESULT_SUCCESS && !self.is_signalled(event) {
+            self.retire(&mut lock(&self.state), &[event]);
+            return Err(Failed {
+                error: runtime_error(format!(
+                    "zeEventHostSynchronize returned {}, expected ZE_RESULT_SUCCESS; Level Zero \
+                     cannot confirm that {what} finished, so it may still be running: {kept} \
+                     (counted by dlpack_oneapi::leaks)",
+                    describe_result(waited)
+                )),
+                stage: Stage::Unfinished,
+            });
+        }
+        // Waited, or the event is signalled after all: the command has finished.
+        let recycled = self.recycle(&mut lock(&self.state), &[event]);
         check(waited, "zeEventHostSynchronize")
+            .and(recycled)
+            .map_err(|error| Failed {
+                error,
+                stage: Stage::Finished,
+            })
     }
 
-    /// Resets signalled events and returns them to the free list.
-    fn recycle(&self, events: &mut Events, done: &[ze_event_handle_t]) {
+    /// Whether `event` is signalled (`zeEventQueryStatus`); `false` when the query fails.
+    fn is_signalled(&self, event: ze_event_handle_t) -> bool {
+        // SAFETY: a live event of this queue's pool.
+        unsafe { (self.core.ze.api().zeEventQueryStatus)(event) == sys::ZE_RESULT_SUCCESS }
+    }
+
+    /// Waits for `event` on the host; whether it is then known to be signalled (the wait
+    /// succeeded, or failed but the event is signalled).
+    fn wait_finished(&self, event: ze_event_handle_t) -> bool {
+        // SAFETY: a live event of this queue's pool, host-visible.
+        let waited = unsafe { (self.core.ze.api().zeEventHostSynchronize)(event, u64::MAX) };
+        waited == sys::ZE_RESULT_SUCCESS || self.is_signalled(event)
+    }
+
+    /// Takes `events` out of use for good: device work may still signal or wait on them, or
+    /// they may still be signalled. Counted in [`crate::Leaks`]; the context is then never
+    /// destroyed.
+    fn retire(&self, events: &mut Events, retired: &[ze_event_handle_t]) {
+        events.retired.extend_from_slice(retired);
+        leaks::count(&LEAKED.events, retired.len() as u64);
+        self.core.kept.taint();
+    }
+
+    /// Resets signalled events and returns them to the free list. An event whose reset fails
+    /// may still be signalled, and a wait on it would return before its next command has run:
+    /// it is retired instead, and the first such failure returned.
+    fn recycle(&self, events: &mut Events, done: &[ze_event_handle_t]) -> Result<(), Error> {
         let api = self.core.ze.api();
+        let mut recycled = Ok(());
         for &e in done {
             // SAFETY: a live event of this queue's pool that no pending command references.
-            let _ = unsafe { (api.zeEventHostReset)(e) };
-            events.free.push(e);
+            let reset = unsafe { (api.zeEventHostReset)(e) };
+            if reset == sys::ZE_RESULT_SUCCESS {
+                events.free.push(e);
+                continue;
+            }
+            self.retire(events, &[e]);
+            if recycled.is_ok() {
+                recycled = Err(runtime_error(format!(
+                    "zeEventHostReset returned {}, expected ZE_RESULT_SUCCESS; the event of a \
+                     finished command may still be signalled, so it is leaked rather than \
+                     reused (counted by dlpack_oneapi::leaks)",
+                    describe_result(reset)
+                )));
+            }
         }
+        recycled
     }
 
     /// A free event: reuses those of finished handshakes first, then makes a new pool.
@@ -326,19 +494,20 @@ impl QueueInner {
 
     /// Frees the events of every handshake whose consumer side has run.
     fn reclaim_handshakes(&self, events: &mut Events) {
-        let api = self.core.ze.api();
         let mut pending = Vec::new();
         let mut done = Vec::new();
         for (ready, consumed) in events.handshakes.drain(..) {
-            // SAFETY: a live event of this queue's pool.
-            if unsafe { (api.zeEventQueryStatus)(consumed) } == sys::ZE_RESULT_SUCCESS {
+            // `consumed` is signalled after the consumer's barrier has waited on `ready`; a
+            // query that fails keeps both.
+            if self.is_signalled(consumed) {
                 done.extend([ready, consumed]);
             } else {
                 pending.push((ready, consumed));
             }
         }
         events.handshakes = pending;
-        self.recycle(events, &done);
+        // An event whose reset fails is retired; the caller takes another one or makes a pool.
+        let _ = self.recycle(events, &done);
     }
 
     /// Creates a pool of host-visible events and adds them to the free list.
@@ -365,6 +534,7 @@ impl QueueInner {
             },
             "zeEventPoolCreate",
         )?;
+        let pool_index = events.pools.len();
         events.pools.push(pool);
         for index in 0..EVENTS_PER_POOL {
             let desc = sys::ze_event_desc_t {
@@ -381,6 +551,7 @@ impl QueueInner {
                 unsafe { (api.zeEventCreate)(pool, &desc, &mut event) },
                 "zeEventCreate",
             )?;
+            events.pool_of.insert(event.addr(), pool_index);
             events.free.push(event);
         }
         Ok(())
@@ -390,32 +561,53 @@ impl QueueInner {
 impl Drop for QueueInner {
     fn drop(&mut self) {
         let api = self.core.ze.api();
-        // Let everything appended run before its events go away.
-        if self.owned {
-            let _ = self.synchronize();
+        // Let everything appended run before its events and the list go away: the barrier that
+        // `synchronize` appends finishes after everything before it. When it cannot be seen
+        // finished, the list is leaked (and the barrier's event retired).
+        let idle = !self.owned
+            || self
+                .synchronize()
+                .err()
+                .is_none_or(|failed| failed.stage == Stage::Finished);
+        let mut events = std::mem::take(&mut *lock(&self.state));
+        let mut done = std::mem::take(&mut events.free);
+        for (ready, consumed) in std::mem::take(&mut events.handshakes) {
+            // The consumer's barrier references both events until it has run, and signals
+            // `consumed` when it has.
+            if self.wait_finished(consumed) {
+                done.extend([ready, consumed]);
+            } else {
+                self.retire(&mut events, &[ready, consumed]);
+            }
         }
-        let events = std::mem::take(&mut *lock(&self.state));
-        for &(_, consumed) in &events.handshakes {
-            // The consumer's barrier references both events until it has run.
-            // SAFETY: a live event of this queue's pool.
-            let _ = unsafe { (api.zeEventHostSynchronize)(consumed, u64::MAX) };
-        }
-        let all = events
-            .free
-            .iter()
-            .copied()
-            .chain(events.handshakes.iter().flat_map(|&(a, b)| [a, b]));
-        for e in all {
+        for e in done {
             // SAFETY: a live event that no pending command references any more.
             let _ = unsafe { (api.zeEventDestroy)(e) };
         }
-        for p in events.pools {
-            // SAFETY: a live pool whose events are all destroyed.
-            let _ = unsafe { (api.zeEventPoolDestroy)(p) };
+        let busy: HashSet<usize> = events
+            .retired
+            .iter()
+            .filter_map(|e| events.pool_of.get(&e.addr()).copied())
+            .collect();
+        for (i, &p) in events.pools.iter().enumerate() {
+            if busy.contains(&i) {
+                // It holds retired events, which device work may still signal.
+                leaks::count(&LEAKED.event_pools, 1);
+            } else {
+                // SAFETY: a live pool whose events are all destroyed.
+                let _ = unsafe { (api.zeEventPoolDestroy)(p) };
+            }
         }
         if self.owned {
-            // SAFETY: the list this queue created, drained above; nothing uses it afterwards.
-            let _ = unsafe { (api.zeCommandListDestroy)(self.list) };
+            if idle {
+                // SAFETY: the list this queue created, drained above; nothing uses it
+                // afterwards.
+                let _ = unsafe { (api.zeCommandListDestroy)(self.list) };
+            } else {
+                // Its commands may still run.
+                leaks::count(&LEAKED.command_lists, 1);
+                self.core.kept.taint();
+            }
         }
         let mut queues = lock(&self.core.queues);
         if queues

@@ -9,6 +9,7 @@ use dlpack_core::{Buffer, CheckedTensor, Device, Element, Error};
 
 use crate::api::{check, runtime_error};
 use crate::context::ContextCore;
+use crate::leaks;
 use crate::sys;
 use crate::{Context, ZeDevice};
 
@@ -149,8 +150,24 @@ impl<T: Element> UsmBuffer<T> {
         zeros.resize(bytes, 0);
         let queue = context.queue(&buffer.ze_device)?;
         // SAFETY: `bytes` host bytes into this buffer's fresh device allocation of `bytes`
-        // bytes, which nobody else accesses; zero bytes are a valid `T` (checked above).
-        unsafe { queue.copy(buffer.ptr.as_ptr().cast(), zeros.as_ptr(), bytes) }?;
+        // bytes, which nobody else accesses; zero bytes are a valid `T` (checked above). A copy
+        // that may still run keeps the allocation (`keep`) and the staging bytes (below).
+        let copied = unsafe {
+            queue.copy_keeping(
+                buffer.ptr.as_ptr().cast(),
+                zeros.as_ptr(),
+                bytes,
+                &[buffer.byte_range()],
+            )
+        };
+        if let Err(failed) = copied {
+            if failed.unfinished() {
+                // The device may still read it.
+                leaks::keep_staging(zeros);
+            }
+            // Dropping `buffer` leaks its allocation if the copy may still write it.
+            return Err(failed.error);
+        }
         Ok(buffer)
     }
 
@@ -234,14 +251,18 @@ impl<T: Element> UsmBuffer<T> {
         }
         let queue = context.queue(&self.ze_device)?;
         // SAFETY: the destination is this buffer's device allocation of `len` elements, which
-        // no one else accesses (`&mut self`); the source is `len` host elements (caller).
+        // no one else accesses (`&mut self`), and which a copy that may still run keeps
+        // (`keep`: the buffer then leaks its allocation); the source is `len` host elements
+        // (caller), which such a copy may still read into the kept allocation only.
         unsafe {
-            queue.copy(
+            queue.copy_keeping(
                 self.ptr.as_ptr().cast(),
                 src.cast(),
                 self.len * core::mem::size_of::<T>(),
+                &[self.byte_range()],
             )
         }
+        .map_err(|f| f.error)
     }
 
     /// The number of elements.
@@ -274,6 +295,11 @@ impl<T: Element> UsmBuffer<T> {
         self.ptr.as_ptr()
     }
 
+    /// The bytes of the allocation, as addresses (empty for an empty buffer).
+    fn byte_range(&self) -> core::ops::Range<usize> {
+        leaks::span(self.ptr.addr().get(), self.len * core::mem::size_of::<T>())
+    }
+
     /// The elements in place, for host and shared USM; `None` for device USM.
     pub fn as_slice(&self) -> Option<&[T]> {
         // SAFETY: host-accessible memory holding `len` initialised elements, owned by this
@@ -293,6 +319,10 @@ impl<T: Element> UsmBuffer<T> {
 
     /// Copies the elements to a new host `Vec` (device USM: on the context's default queue of
     /// the buffer's device).
+    ///
+    /// When Level Zero cannot confirm that the copy finished (its host wait fails, see
+    /// [`crate::Leaks`]), the staging `Vec` the device may still write is leaked, and so is this
+    /// buffer's allocation when it is dropped.
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         if let Some(s) = self.as_slice() {
             let mut out = dlpack_core::try_vec_with_capacity::<T>(s.len())?;
@@ -301,15 +331,24 @@ impl<T: Element> UsmBuffer<T> {
         }
         let mut out = dlpack_core::try_vec_with_capacity::<MaybeUninit<T>>(self.len)?;
         let queue = self.queue()?;
-        // SAFETY: the source is this buffer's `len` initialised elements; the destination is the
-        // Vec's spare capacity of `len` elements, which nobody else sees.
-        unsafe {
-            queue.copy(
+        // SAFETY: the source is this buffer's `len` initialised elements, which a copy that may
+        // still run keeps (`keep`); the destination is the Vec's spare capacity of `len`
+        // elements, which nobody else sees, and which such a copy leaks (below).
+        let copied = unsafe {
+            queue.copy_keeping(
                 out.as_mut_ptr().cast(),
                 self.ptr.as_ptr().cast(),
                 self.len * core::mem::size_of::<T>(),
+                &[self.byte_range()],
             )
-        }?;
+        };
+        if let Err(failed) = copied {
+            if failed.unfinished() {
+                // The device may still write it.
+                leaks::keep_staging(out);
+            }
+            return Err(failed.error);
+        }
         // SAFETY: the copy initialised `len` elements with values of `T` (the buffer holds
         // initialised values of `T`).
         unsafe { out.set_len(self.len) };
@@ -336,14 +375,18 @@ impl<T: Element> UsmBuffer<T> {
         }
         let queue = self.queue()?;
         // SAFETY: `len` elements from a host slice into this buffer's device allocation, which
-        // `&mut self` makes exclusive.
+        // `&mut self` makes exclusive, and which a copy that may still run keeps (`keep`: the
+        // buffer then leaks its allocation); such a copy may still read `src`, into the kept
+        // allocation only.
         unsafe {
-            queue.copy(
+            queue.copy_keeping(
                 self.ptr.as_ptr().cast(),
                 src.as_ptr().cast(),
                 self.len * core::mem::size_of::<T>(),
+                &[self.byte_range()],
             )
         }
+        .map_err(|f| f.error)
     }
 
     /// The context's default queue of the buffer's device.
@@ -425,12 +468,18 @@ impl<T: Element> Drop for UsmBuffer<T> {
         if self.len == 0 {
             return;
         }
+        let core = self.context.core();
+        if core.kept.touches(&self.byte_range()) {
+            // A copy that Level Zero could not confirm as finished may still read or write it:
+            // leaked rather than freed (see `crate::Leaks`).
+            leaks::count(&leaks::LEAKED.allocations, 1);
+            return;
+        }
         // A destructor cannot report failure; zeMemFree only fails for a pointer the context
         // did not allocate, which cannot happen here.
-        let core = self.context.core();
         // SAFETY: the allocation was made in this context and is freed once, here; no command
-        // referencing it is pending (every write waited, and a consumer that deletes the tensor
-        // is done with it).
+        // referencing it is pending (every copy of this crate was waited for, or its memory is
+        // kept above; a consumer that deletes the tensor is done with it).
         let _ = unsafe { (core.ze.api().zeMemFree)(core.handle, self.ptr.as_ptr().cast()) };
     }
 }

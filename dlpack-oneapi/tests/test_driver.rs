@@ -9,7 +9,11 @@
 //! and with the loader's validation layer (`ZE_ENABLE_VALIDATION_LAYER=1`,
 //! `ZE_ENABLE_PARAMETER_VALIDATION=1`), which checks the parameters of every call this crate
 //! makes. After every case the driver's live objects (contexts, allocations, command lists, event
-//! pools, events) must be back where they were: nothing leaked.
+//! pools, events) must be back where they were, except what `dlpack_oneapi::leaks()` reports as
+//! leaked on purpose after a failure the case injected: nothing else leaked. The driver's misuse
+//! counts (memory freed, events reset or destroyed, lists destroyed while unfinished work uses
+//! them; events reused while still signalled) must not have moved, and every failure a case
+//! armed must have been returned.
 //!
 //! The driver is built with `cargo build -p dlpack-oneapi-test-driver` unless
 //! `DLPACK_ONEAPI_TEST_DRIVER` names it. Without the loader the suite prints NOT RUN (a failure
@@ -19,6 +23,7 @@ mod common;
 
 use std::ffi::c_void;
 use std::process::{Command, ExitCode};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
@@ -31,7 +36,7 @@ use dlpack_oneapi::{
     Context, DeviceNumbering, Driver, LevelZero, Queue, UsmBuffer, UsmKind, ZeDevice, sys,
 };
 
-use common::{DriverSupport, LiveObjects};
+use common::{DriverSupport, Failure, LiveObjects, Misuses};
 
 const SUITE: &str = "test_driver";
 /// Which loader configuration a process runs the suite in.
@@ -51,6 +56,9 @@ const MODES: [(&str, &[(&str, &str)]); 3] = [
 struct Fixture {
     driver: Driver,
     support: DriverSupport,
+    /// Misuses the running case commits on purpose (the driver's self-test), which the check
+    /// after it allows.
+    allowed_misuses: Mutex<Misuses>,
 }
 
 fn main() -> ExitCode {
@@ -86,16 +94,52 @@ fn main() -> ExitCode {
     let fixture = Fixture {
         driver,
         support: DriverSupport::open(&driver_path),
+        allowed_misuses: Mutex::new(Misuses::default()),
     };
     let suite = format!("{SUITE}, {mode} mode");
     let mut code = common::run_cases(&suite, &fixture, CASES, |name, case| {
+        // A case that failed earlier may have left failures armed.
+        fixture.support.clear_failures();
+        *fixture.allowed_misuses.lock().unwrap() = Misuses::default();
         let before = fixture.support.live();
+        let misuses = fixture.support.misuses();
+        let leaks = dlpack_oneapi::leaks();
         case();
-        let after = fixture.support.live();
+        let leaked = Leaked::since(&leaks);
         assert_eq!(
-            after, before,
-            "{name}: the driver's live objects changed; expected every context, allocation, \
-             list, pool and event to be released"
+            fixture.support.clear_failures(),
+            0,
+            "{name}: failures were armed that no call returned"
+        );
+        let after = fixture.support.live();
+        let expected = LiveObjects {
+            contexts: before.contexts + leaked.contexts,
+            allocations: before.allocations + leaked.allocations,
+            command_lists: before.command_lists + leaked.command_lists,
+            event_pools: before.event_pools + leaked.event_pools,
+            events: before.events + leaked.events,
+            refused_releases: before.refused_releases,
+        };
+        assert_eq!(
+            after, expected,
+            "{name}: the driver's live objects changed beyond what dlpack_oneapi::leaks() \
+             reports as leaked on purpose ({leaked:?}); expected every other context, \
+             allocation, list, pool and event to be released"
+        );
+        let allowed = *fixture.allowed_misuses.lock().unwrap();
+        assert_eq!(
+            fixture.support.misuses(),
+            Misuses {
+                frees_in_use: misuses.frees_in_use + allowed.frees_in_use,
+                event_resets_in_use: misuses.event_resets_in_use + allowed.event_resets_in_use,
+                event_destroys_in_use: misuses.event_destroys_in_use
+                    + allowed.event_destroys_in_use,
+                list_destroys_in_use: misuses.list_destroys_in_use + allowed.list_destroys_in_use,
+                signalled_signal_events: misuses.signalled_signal_events
+                    + allowed.signalled_signal_events,
+            },
+            "{name}: device work that had not finished would have touched memory or an event \
+             that was released or reused"
         );
     });
     let listing = std::env::args().any(|a| a == "--list");
@@ -142,6 +186,15 @@ const CASES: &[common::Case<Fixture>] = common::cases![Fixture;
     empty_buffers_export_without_allocating,
     buffers_keep_their_context_alive,
     the_test_driver_refuses_to_destroy_a_context_that_still_has_allocations,
+    the_test_driver_refuses_to_release_what_unfinished_work_uses_and_injects_failures,
+    a_copy_whose_host_wait_fails_keeps_its_event_staging_buffer_and_source,
+    filling_device_memory_whose_host_wait_fails_keeps_the_allocation,
+    a_copy_hook_whose_host_wait_fails_never_writes_the_callers_memory,
+    a_failed_host_wait_is_unfinished_only_while_the_event_is_not_seen_signalled,
+    an_event_whose_reset_fails_is_retired_not_reused,
+    a_synchronize_whose_host_wait_fails_retires_its_barrier_event,
+    a_failed_handshake_retires_the_producer_event_only_while_it_may_be_signalled,
+    a_queue_dropped_while_its_work_cannot_be_waited_for_leaks_its_list_and_events,
 ];
 
 // --- helpers --------------------------------------------------------------------------------
@@ -156,6 +209,45 @@ fn root(ctx: &Context, i: usize) -> ZeDevice {
 
 fn f32s(n: usize) -> Vec<f32> {
     (0..n).map(|i| i as f32).collect()
+}
+
+/// What `dlpack_oneapi::leaks()` counted since an earlier reading.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Leaked {
+    events: u64,
+    event_pools: u64,
+    command_lists: u64,
+    allocations: u64,
+    contexts: u64,
+    host_bytes: u64,
+}
+
+impl Leaked {
+    fn since(before: &dlpack_oneapi::Leaks) -> Self {
+        let now = dlpack_oneapi::leaks();
+        Leaked {
+            events: now.events - before.events,
+            event_pools: now.event_pools - before.event_pools,
+            command_lists: now.command_lists - before.command_lists,
+            allocations: now.allocations - before.allocations,
+            contexts: now.contexts - before.contexts,
+            host_bytes: now.host_bytes - before.host_bytes,
+        }
+    }
+}
+
+/// The error a lost device gives.
+const LOST: sys::ze_result_t = sys::ZE_RESULT_ERROR_DEVICE_LOST;
+
+/// Asserts that `err` is a Level Zero runtime error whose message contains every one of `parts`.
+fn assert_runtime_error(err: &Error, parts: &[&str]) {
+    let Error::Runtime { runtime, message } = err else {
+        panic!("expected a Level Zero runtime error, got {err:?}");
+    };
+    assert_eq!(*runtime, "Level Zero");
+    for part in parts {
+        assert!(message.contains(part), "{message:?} lacks {part:?}");
+    }
 }
 
 /// Deleter calls of [`foreign`] tensors.
@@ -1080,4 +1172,565 @@ fn the_test_driver_refuses_to_destroy_a_context_that_still_has_allocations(fx: &
         assert_eq!((api.zeContextDestroy)(ctx), sys::ZE_RESULT_SUCCESS);
     }
     let _: LiveObjects = fx.support.live();
+}
+
+// --- device failures ------------------------------------------------------------------------
+//
+// The driver fails a named entry point on request (`DriverSupport::fail`), as a real driver does
+// when the device is lost, and holds a device's command lists so that a copy is certainly still
+// pending when the host wait for it fails. The crate must then return the error, panic nowhere,
+// and release or reuse nothing that the pending work may still touch: the driver refuses and
+// counts such releases (the misuse check after every case), and a pending copy runs once the
+// hold ends, into memory that must still be there.
+
+fn the_test_driver_refuses_to_release_what_unfinished_work_uses_and_injects_failures(fx: &Fixture) {
+    // What makes the misuse check after every case meaningful.
+    let ctx = context(fx);
+    let ze = fx.driver.level_zero();
+    let api = ze.api();
+    let host = sys::ze_host_mem_alloc_desc_t {
+        stype: sys::ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC,
+        pNext: core::ptr::null(),
+        flags: 0,
+    };
+    let list_desc = sys::ze_command_queue_desc_t {
+        stype: sys::ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC,
+        pNext: core::ptr::null(),
+        ordinal: 0,
+        index: 0,
+        flags: 0,
+        mode: sys::ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS,
+        priority: sys::ZE_COMMAND_QUEUE_PRIORITY_NORMAL,
+    };
+    let pool_desc = sys::ze_event_pool_desc_t {
+        stype: sys::ZE_STRUCTURE_TYPE_EVENT_POOL_DESC,
+        pNext: core::ptr::null(),
+        flags: sys::ZE_EVENT_POOL_FLAG_HOST_VISIBLE,
+        count: 1,
+    };
+    let event_desc = sys::ze_event_desc_t {
+        stype: sys::ZE_STRUCTURE_TYPE_EVENT_DESC,
+        pNext: core::ptr::null(),
+        index: 0,
+        signal: sys::ZE_EVENT_SCOPE_FLAG_HOST,
+        wait: sys::ZE_EVENT_SCOPE_FLAG_HOST,
+    };
+    let (mut usm, mut list, mut pool, mut event) = (
+        core::ptr::null_mut(),
+        core::ptr::null_mut(),
+        core::ptr::null_mut(),
+        core::ptr::null_mut(),
+    );
+    let source = [7u8; 64];
+    let ok = sys::ZE_RESULT_SUCCESS;
+    let in_use = sys::ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    let before = fx.support.misuses();
+    // SAFETY: raw calls with live handles, valid descriptors and out-pointers; `source` and the
+    // allocation outlive the copy (the list is drained before they go), and every object is
+    // released below.
+    unsafe {
+        assert_eq!((api.zeMemAllocHost)(ctx.raw(), &host, 64, 64, &mut usm), ok);
+        let device = root(&ctx, 0).raw();
+        let created = (api.zeCommandListCreateImmediate)(ctx.raw(), device, &list_desc, &mut list);
+        assert_eq!(created, ok);
+        let no_devices = core::ptr::null_mut();
+        let pooled = (api.zeEventPoolCreate)(ctx.raw(), &pool_desc, 0, no_devices, &mut pool);
+        assert_eq!(pooled, ok);
+        assert_eq!((api.zeEventCreate)(pool, &event_desc, &mut event), ok);
+        let held = fx.support.hold(0);
+        let copy = (api.zeCommandListAppendMemoryCopy)(
+            list,
+            usm,
+            source.as_ptr().cast(),
+            64,
+            event,
+            0,
+            core::ptr::null_mut(),
+        );
+        assert_eq!(copy, ok);
+        // The copy is pending: none of what it uses may go.
+        assert_eq!((api.zeMemFree)(ctx.raw(), usm), in_use);
+        assert_eq!((api.zeEventHostReset)(event), in_use);
+        assert_eq!((api.zeEventDestroy)(event), in_use);
+        assert_eq!((api.zeCommandListDestroy)(list), in_use);
+        // A failure armed for the next host wait is returned once, without waiting.
+        fx.support
+            .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+        assert_eq!((api.zeEventHostSynchronize)(event, u64::MAX), LOST);
+        assert_eq!((api.zeEventQueryStatus)(event), sys::ZE_RESULT_NOT_READY);
+        drop(held);
+        assert_eq!((api.zeEventHostSynchronize)(event, u64::MAX), ok);
+        assert_eq!(core::slice::from_raw_parts(usm.cast::<u8>(), 64), source);
+        // Signalling an event that is still signalled: counted.
+        let no_waits = core::ptr::null_mut();
+        assert_eq!(
+            (api.zeCommandListAppendBarrier)(list, event, 0, no_waits),
+            ok
+        );
+        // (A host wait would return at once, the event being signalled: settle instead.)
+        fx.support.settle();
+        // A failure after the call: the reset happens, the error is returned.
+        fx.support
+            .fail("zeEventHostReset", 0, 1, LOST, Failure::After);
+        assert_eq!((api.zeEventHostReset)(event), LOST);
+        assert_eq!((api.zeEventQueryStatus)(event), sys::ZE_RESULT_NOT_READY);
+        // Skipped calls run; armed failures that no call returned are reported.
+        fx.support
+            .fail("zeEventQueryStatus", 1, 2, LOST, Failure::Instead);
+        assert_eq!((api.zeEventQueryStatus)(event), sys::ZE_RESULT_NOT_READY);
+        assert_eq!((api.zeEventQueryStatus)(event), LOST);
+        assert_eq!(fx.support.clear_failures(), 1);
+        assert_eq!((api.zeEventQueryStatus)(event), sys::ZE_RESULT_NOT_READY);
+        assert_eq!((api.zeEventDestroy)(event), ok);
+        assert_eq!((api.zeEventPoolDestroy)(pool), ok);
+        assert_eq!((api.zeCommandListDestroy)(list), ok);
+        assert_eq!((api.zeMemFree)(ctx.raw(), usm), ok);
+    }
+    // Only known entry points, real errors and known flags can be armed.
+    let bad = sys::ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    assert_eq!(fx.support.arm("zeEventHostSync", 0, 1, LOST, 0), bad);
+    assert_eq!(
+        fx.support.arm("zeMemFree", 0, 1, sys::ZE_RESULT_SUCCESS, 0),
+        bad
+    );
+    assert_eq!(fx.support.arm("zeMemFree", 0, 1, LOST, 2), bad);
+    let misuses = Misuses {
+        frees_in_use: 1,
+        event_resets_in_use: 1,
+        event_destroys_in_use: 1,
+        list_destroys_in_use: 1,
+        signalled_signal_events: 1,
+    };
+    let after = fx.support.misuses();
+    assert_eq!(
+        (
+            after.frees_in_use - before.frees_in_use,
+            after.event_resets_in_use - before.event_resets_in_use,
+            after.event_destroys_in_use - before.event_destroys_in_use,
+            after.list_destroys_in_use - before.list_destroys_in_use,
+            after.signalled_signal_events - before.signalled_signal_events,
+        ),
+        (1, 1, 1, 1, 1)
+    );
+    *fx.allowed_misuses.lock().unwrap() = misuses;
+}
+
+fn a_copy_whose_host_wait_fails_keeps_its_event_staging_buffer_and_source(fx: &Fixture) {
+    let ctx = context(fx);
+    let data = f32s(1000);
+    let buffer = UsmBuffer::from_slice(&ctx, &root(&ctx, 0), UsmKind::Device, &data).unwrap();
+    let address = buffer.as_ptr().addr();
+    let leaks = dlpack_oneapi::leaks();
+    let held = fx.support.hold(0);
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    let err = buffer.to_vec().unwrap_err();
+    assert_runtime_error(
+        &err,
+        &[
+            "zeEventHostSynchronize returned ZE_RESULT_ERROR_DEVICE_LOST",
+            "cannot confirm that the copy finished, so it may still be running",
+            "leaked rather than reused or freed",
+        ],
+    );
+    // The copy is still held: its event and the staging Vec it will write are kept.
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 1,
+            host_bytes: 4000,
+            ..Leaked::default()
+        }
+    );
+    drop(held);
+    fx.support.settle();
+    // The copy ran (into the leaked Vec); the queue and the buffer go on working.
+    assert_eq!(buffer.to_vec().unwrap(), data);
+    drop(buffer);
+    // The copy read the buffer while Level Zero could not tell: its allocation is kept.
+    assert!(ctx.allocation_of(address).unwrap().is_some());
+    drop(ctx);
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 1,
+            event_pools: 1,
+            allocations: 1,
+            contexts: 1,
+            host_bytes: 4000,
+            ..Leaked::default()
+        }
+    );
+}
+
+fn filling_device_memory_whose_host_wait_fails_keeps_the_allocation(fx: &Fixture) {
+    let ctx = context(fx);
+    let mut target = UsmBuffer::<f32>::zeroed(&ctx, &root(&ctx, 0), UsmKind::Device, 8).unwrap();
+    let target_address = target.as_ptr().addr();
+    let data = f32s(256);
+    let eights = [8.0f32; 8];
+    let allocations = fx.support.live().allocations;
+    let leaks = dlpack_oneapi::leaks();
+    let held = [fx.support.hold(0), fx.support.hold(1)];
+    let host_wait = "zeEventHostSynchronize";
+    // A new buffer filled from the host: the allocation the held copy will write stays.
+    fx.support.fail(host_wait, 0, 1, LOST, Failure::Instead);
+    let err = UsmBuffer::from_slice(&ctx, &root(&ctx, 1), UsmKind::Device, &data).unwrap_err();
+    assert_runtime_error(
+        &err,
+        &["ZE_RESULT_ERROR_DEVICE_LOST", "may still be running"],
+    );
+    assert_eq!(fx.support.live().allocations, allocations + 1);
+    // A zeroed one: the allocation and the zeros the held copy will read stay.
+    fx.support.fail(host_wait, 0, 1, LOST, Failure::Instead);
+    let err = UsmBuffer::<u32>::zeroed(&ctx, &root(&ctx, 1), UsmKind::Device, 64).unwrap_err();
+    assert_runtime_error(&err, &["may still be running"]);
+    assert_eq!(fx.support.live().allocations, allocations + 2);
+    // An existing buffer overwritten from the host: kept when dropped.
+    fx.support.fail(host_wait, 0, 1, LOST, Failure::Instead);
+    let err = target.copy_from_host(&eights).unwrap_err();
+    assert_runtime_error(&err, &["may still be running"]);
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 3,
+            allocations: 2,
+            host_bytes: 256,
+            ..Leaked::default()
+        }
+    );
+    drop(held);
+    fx.support.settle();
+    // The held copies ran (`data` and `eights` are still here for them to read).
+    assert_eq!(target.to_vec().unwrap(), eights);
+    drop(target);
+    assert!(ctx.allocation_of(target_address).unwrap().is_some());
+    drop(ctx);
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 3,
+            event_pools: 2,
+            allocations: 3,
+            contexts: 1,
+            host_bytes: 256,
+            ..Leaked::default()
+        }
+    );
+}
+
+fn a_copy_hook_whose_host_wait_fails_never_writes_the_callers_memory(fx: &Fixture) {
+    let ctx = context(fx);
+    let hooks = ctx.hooks();
+    let buffer = UsmBuffer::from_slice(&ctx, &root(&ctx, 0), UsmKind::Device, &[9u8; 64]).unwrap();
+    let address = buffer.as_ptr().addr();
+    let leaks = dlpack_oneapi::leaks();
+    let mut out = vec![0xEEu8; 64];
+    let held = fx.support.hold(0);
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    // SAFETY: the buffer is live USM of device 0 that nothing writes during the call.
+    let err = unsafe { hooks.copy_to_host(Device::oneapi(0), address, &mut out) }.unwrap_err();
+    assert_runtime_error(
+        &err,
+        &["ZE_RESULT_ERROR_DEVICE_LOST", "may still be running"],
+    );
+    drop(held);
+    fx.support.settle();
+    assert_eq!(
+        out, [0xEE; 64],
+        "the copy that ran after the error wrote the hook's staging buffer, not `out`"
+    );
+    // Through the tensor API: an error, not a panic (dlpack-core's staging is freed at once,
+    // which the hook's own staging makes safe).
+    let tensor = ManagedTensor::export(buffer).unwrap();
+    let held = fx.support.hold(0);
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    let err = tensor.to_host_vec::<u8>(&hooks).unwrap_err();
+    assert_runtime_error(&err, &["may still be running"]);
+    drop(held);
+    fx.support.settle();
+    // Into device memory: the destination is kept.
+    let ones = [1u8; 64];
+    let held = fx.support.hold(0);
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    // SAFETY: the tensor's memory is live USM of device 0 that nobody else accesses meanwhile.
+    let err = unsafe { hooks.copy_from_host(Device::oneapi(0), &ones, address) }.unwrap_err();
+    assert_runtime_error(&err, &["may still be running"]);
+    drop(held);
+    fx.support.settle();
+    assert_eq!(tensor.to_host_vec::<u8>(&hooks).unwrap(), ones);
+    drop(tensor);
+    assert!(ctx.allocation_of(address).unwrap().is_some());
+    drop((hooks, ctx));
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 3,
+            event_pools: 1,
+            allocations: 1,
+            contexts: 1,
+            host_bytes: 128,
+            ..Leaked::default()
+        }
+    );
+}
+
+fn a_failed_host_wait_is_unfinished_only_while_the_event_is_not_seen_signalled(fx: &Fixture) {
+    let ctx = context(fx);
+    let data: Vec<u16> = (0..100).collect();
+    let buffer = UsmBuffer::from_slice(&ctx, &root(&ctx, 1), UsmKind::Device, &data).unwrap();
+    let queue = ctx.queue(&root(&ctx, 1)).unwrap();
+    let leaks = dlpack_oneapi::leaks();
+    // The wait fails after the copy has finished: the event is signalled, so nothing is kept;
+    // the driver's error is still returned.
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::After);
+    let err = buffer.to_vec().unwrap_err();
+    assert_runtime_error(
+        &err,
+        &["zeEventHostSynchronize returned ZE_RESULT_ERROR_DEVICE_LOST"],
+    );
+    assert!(!err.to_string().contains("may still be running"), "{err}");
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::After);
+    assert!(queue.synchronize().is_err());
+    assert_eq!(Leaked::since(&leaks), Leaked::default());
+    assert_eq!(buffer.to_vec().unwrap(), data);
+    // When the event cannot be queried either, finished or not, nothing tells: kept.
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    fx.support
+        .fail("zeEventQueryStatus", 0, 1, LOST, Failure::Instead);
+    let err = buffer.to_vec().unwrap_err();
+    assert_runtime_error(&err, &["may still be running"]);
+    fx.support.settle();
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 1,
+            host_bytes: 200,
+            ..Leaked::default()
+        }
+    );
+    drop((buffer, queue, ctx));
+}
+
+fn an_event_whose_reset_fails_is_retired_not_reused(fx: &Fixture) {
+    let ctx = context(fx);
+    let data = f32s(16);
+    let buffer = UsmBuffer::from_slice(&ctx, &root(&ctx, 0), UsmKind::Device, &data).unwrap();
+    let leaks = dlpack_oneapi::leaks();
+    // The copy finished, but its event stays signalled: an error, and the event is retired.
+    fx.support
+        .fail("zeEventHostReset", 0, 1, LOST, Failure::Instead);
+    let err = buffer.to_vec().unwrap_err();
+    assert_runtime_error(
+        &err,
+        &[
+            "zeEventHostReset returned ZE_RESULT_ERROR_DEVICE_LOST",
+            "leaked rather than reused",
+        ],
+    );
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 1,
+            ..Leaked::default()
+        },
+        "the copy finished: no memory is kept"
+    );
+    // The next copy gets another event and really waits for it: the still signalled one would
+    // let the host go on before the copy has run.
+    let held = fx.support.hold(0);
+    std::thread::scope(|s| {
+        let reader = s.spawn(|| buffer.to_vec());
+        while fx.support.host_waiters() == 0 && !reader.is_finished() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(!reader.is_finished(), "the copy returned before it ran");
+        drop(held);
+        assert_eq!(reader.join().unwrap().unwrap(), data);
+    });
+    // A handshake's events whose reset fails when they are reclaimed are retired as well; the
+    // handshake takes others. The producer's pool has 31 usable events (one is retired): 15
+    // handshakes leave one free, so the next handshake's second event is a reclaimed one.
+    let producer = ctx.queue(&root(&ctx, 0)).unwrap();
+    let consumer = Queue::new(&ctx, &root(&ctx, 1)).unwrap();
+    for _ in 0..15 {
+        producer.make_ready_for(&consumer).unwrap();
+    }
+    consumer.synchronize().unwrap();
+    fx.support
+        .fail("zeEventHostReset", 0, 1, LOST, Failure::Instead);
+    for _ in 0..20 {
+        producer.make_ready_for(&consumer).unwrap();
+    }
+    consumer.synchronize().unwrap();
+    assert_eq!(buffer.to_vec().unwrap(), data);
+    drop((producer, consumer, buffer, ctx));
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 2,
+            event_pools: 1,
+            contexts: 1,
+            ..Leaked::default()
+        }
+    );
+}
+
+fn a_synchronize_whose_host_wait_fails_retires_its_barrier_event(fx: &Fixture) {
+    let ctx = context(fx);
+    let hooks = ctx.hooks();
+    let ze = fx.driver.level_zero().clone();
+    let target = UsmBuffer::<u8>::zeroed(&ctx, &root(&ctx, 0), UsmKind::Shared, 512).unwrap();
+    let source = vec![5u8; 512];
+    let queue = ctx.queue(&root(&ctx, 0)).unwrap();
+    let leaks = dlpack_oneapi::leaks();
+    let held = fx.support.hold(0);
+    // SAFETY: source and target outlive the copy (the queue is synchronised below).
+    unsafe {
+        append_copy(
+            &queue,
+            &ze,
+            target.as_ptr().cast_mut(),
+            source.as_ptr(),
+            512,
+        )
+    };
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    let err = queue.synchronize().unwrap_err();
+    assert_runtime_error(
+        &err,
+        &[
+            "ZE_RESULT_ERROR_DEVICE_LOST",
+            "cannot confirm that the work appended to the queue finished",
+            "the event of the barrier that waits for it is leaked",
+        ],
+    );
+    // The protocol's host wait (`__dlpack__(stream=None)` on the consumer's side).
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    let err = hooks.wait_host(Device::oneapi(0)).unwrap_err();
+    assert_runtime_error(&err, &["may still be running"]);
+    drop(held);
+    // With no failure armed, the wait succeeds, after the copy.
+    hooks
+        .make_ready(Device::oneapi(0), StreamRequest::Default)
+        .unwrap();
+    assert_eq!(target.as_slice().unwrap(), source);
+    drop((queue, hooks, target, ctx));
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 2,
+            event_pools: 1,
+            contexts: 1,
+            ..Leaked::default()
+        }
+    );
+}
+
+fn a_failed_handshake_retires_the_producer_event_only_while_it_may_be_signalled(fx: &Fixture) {
+    let h = handshake(fx);
+    let leaks = dlpack_oneapi::leaks();
+    let barrier = "zeCommandListAppendBarrier";
+    // The producer's barrier is appended, the consumer's is not; the producer's event is seen
+    // signalled, so both events are reused.
+    fx.support.fail(barrier, 1, 1, LOST, Failure::Instead);
+    let err = h.producer.make_ready_for(&h.consumer).unwrap_err();
+    assert_runtime_error(
+        &err,
+        &["zeCommandListAppendBarrier returned ZE_RESULT_ERROR_DEVICE_LOST"],
+    );
+    assert_eq!(Leaked::since(&leaks), Leaked::default());
+    // Now the producer is held and the wait for its event fails: its barrier may still signal
+    // the event, which is retired rather than reset under it.
+    let held = fx.support.hold(0);
+    fx.support.fail(barrier, 1, 1, LOST, Failure::Instead);
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    let err = h.producer.make_ready_for(&h.consumer).unwrap_err();
+    assert_runtime_error(&err, &["zeCommandListAppendBarrier"]);
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 1,
+            ..Leaked::default()
+        }
+    );
+    drop(held);
+    fx.support.settle();
+    // Handshakes go on with other events.
+    for _ in 0..40 {
+        h.producer.make_ready_for(&h.consumer).unwrap();
+    }
+    h.consumer.synchronize().unwrap();
+    drop(h);
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 1,
+            event_pools: 1,
+            contexts: 1,
+            ..Leaked::default()
+        }
+    );
+}
+
+fn a_queue_dropped_while_its_work_cannot_be_waited_for_leaks_its_list_and_events(fx: &Fixture) {
+    let ctx = context(fx);
+    let ze = fx.driver.level_zero().clone();
+    let lists = fx.support.live().command_lists;
+    let leaks = dlpack_oneapi::leaks();
+    // A queue with a held copy whose final wait fails: the list, which will still run the copy
+    // and the barrier, is not destroyed, nor the barrier's event.
+    let queue = Queue::new(&ctx, &root(&ctx, 0)).unwrap();
+    let source = vec![1u8; 256];
+    let mut sink = vec![0u8; 256];
+    let held = fx.support.hold(0);
+    // SAFETY: source and sink outlive the copy: they stay until the list has run (settle below).
+    unsafe { append_copy(&queue, &ze, sink.as_mut_ptr(), source.as_ptr(), 256) };
+    fx.support
+        .fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+    drop(queue);
+    assert_eq!(fx.support.live().command_lists, lists + 1);
+    drop(held);
+    fx.support.settle();
+    assert_eq!(sink, source, "the leaked list ran the copy");
+    // A producer dropped while a consumer's barrier that waits on its handshake events is held
+    // and the wait for it fails: both events stay for the barrier.
+    let producer = Queue::new(&ctx, &root(&ctx, 0)).unwrap();
+    let consumer = Queue::new(&ctx, &root(&ctx, 1)).unwrap();
+    let held = fx.support.hold(1);
+    producer.make_ready_for(&consumer).unwrap();
+    // The drop's own synchronisation waits (device 0 runs); the wait for the handshake fails.
+    fx.support
+        .fail("zeEventHostSynchronize", 1, 1, LOST, Failure::Instead);
+    drop(producer);
+    drop(held);
+    consumer.synchronize().unwrap();
+    drop(consumer);
+    // A queue whose final barrier is seen finished but whose event cannot be reset: the list is
+    // idle and destroyed; only that event, and its pool, stay.
+    let queue = Queue::new(&ctx, &root(&ctx, 1)).unwrap();
+    fx.support
+        .fail("zeEventHostReset", 0, 1, LOST, Failure::Instead);
+    drop(queue);
+    assert_eq!(fx.support.live().command_lists, lists + 1);
+    drop(ctx);
+    assert_eq!(
+        Leaked::since(&leaks),
+        Leaked {
+            events: 4,
+            event_pools: 3,
+            command_lists: 1,
+            contexts: 1,
+            ..Leaked::default()
+        }
+    );
 }

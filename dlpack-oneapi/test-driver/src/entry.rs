@@ -7,12 +7,13 @@
 
 use core::ffi::{c_char, c_void};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::inject::injectable;
 use crate::objects::{
-    Command, CommandList, Context, Event, EventPool, HOST_WAITERS, Objects, Op, REFUSED_RELEASES,
-    SendPtr, driver, lock, objects,
+    Command, CommandList, Context, Event, EventPool, HOST_WAITERS, MISUSES, Objects, Op,
+    REFUSED_RELEASES, SendPtr, copies_pending_in, driver, lock, misuse, objects,
 };
 use crate::sys::*;
 
@@ -392,13 +393,26 @@ pub(crate) unsafe extern "C" fn mem_alloc_host(
     }))
 }
 
-/// `zeMemFree`: only a base address this context returned is accepted.
+/// `zeMemFree`: only a base address this context returned is accepted. Memory that a copy
+/// which has not finished reads or writes is not freed: that is a misuse, counted and refused
+/// with `ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE` (a real driver would let the copy write freed
+/// memory).
 pub(crate) unsafe extern "C" fn mem_free(h: ze_context_handle_t, ptr: *mut c_void) -> ze_result_t {
-    if ptr.is_null() {
-        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
-    }
-    let context = objects().context(h.addr());
-    refused_release(ret(context.and_then(|c| c.free(ptr.addr()))))
+    injectable("zeMemFree", || {
+        if ptr.is_null() {
+            return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+        }
+        let context = objects().context(h.addr());
+        if let Ok(c) = &context
+            && let Some((base, size, ..)) = c.find(ptr.addr())
+            && base == ptr.addr()
+            && copies_pending_in(base, size)
+        {
+            misuse(&MISUSES.frees_in_use);
+            return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+        }
+        refused_release(ret(context.and_then(|c| c.free(ptr.addr()))))
+    })
 }
 
 /// `zeMemGetAllocProperties`: a pointer this context did not allocate is reported as
@@ -505,16 +519,27 @@ pub(crate) unsafe extern "C" fn command_list_create_immediate(
     })())
 }
 
-/// `zeCommandListDestroy`: finishes what was appended, then destroys the list.
+/// `zeCommandListDestroy`: destroys a list whose commands have all finished. A list with
+/// unfinished commands is not destroyed: that is a misuse (the specification makes the caller
+/// wait first), counted and refused with `ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE`.
 pub(crate) unsafe extern "C" fn command_list_destroy(h: ze_command_list_handle_t) -> ze_result_t {
-    let list = objects().lists.remove(&h.addr());
-    match list {
-        Some(list) => {
+    injectable("zeCommandListDestroy", || {
+        let list = {
+            let mut o = objects();
+            match o.lists.get(&h.addr()) {
+                None => return refused_release(ZE_RESULT_ERROR_INVALID_NULL_HANDLE),
+                Some(l) if l.progress.unfinished.load(Ordering::SeqCst) > 0 => {
+                    misuse(&MISUSES.list_destroys_in_use);
+                    return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+                }
+                Some(_) => o.lists.remove(&h.addr()),
+            }
+        };
+        if let Some(list) = list {
             list.shut_down();
-            ZE_RESULT_SUCCESS
         }
-        None => refused_release(ZE_RESULT_ERROR_INVALID_NULL_HANDLE),
-    }
+        ZE_RESULT_SUCCESS
+    })
 }
 
 /// The signal event and the wait events of an appended command.
@@ -576,6 +601,25 @@ pub(crate) unsafe extern "C" fn command_list_append_memory_copy(
     n_waits: u32,
     waits: *mut ze_event_handle_t,
 ) -> ze_result_t {
+    injectable("zeCommandListAppendMemoryCopy", || {
+        // SAFETY: the caller's arguments, passed on.
+        unsafe { append_memory_copy(h, dst, src, size, signal, n_waits, waits) }
+    })
+}
+
+/// The body of [`command_list_append_memory_copy`].
+///
+/// # Safety
+/// As `zeCommandListAppendMemoryCopy`: `waits` holds `n_waits` readable handles.
+unsafe fn append_memory_copy(
+    h: ze_command_list_handle_t,
+    dst: *mut c_void,
+    src: *const c_void,
+    size: usize,
+    signal: ze_event_handle_t,
+    n_waits: u32,
+    waits: *mut ze_event_handle_t,
+) -> ze_result_t {
     ret((|| {
         let (list, command) = {
             let o = objects();
@@ -598,6 +642,7 @@ pub(crate) unsafe extern "C" fn command_list_append_memory_copy(
                 waits,
                 signal,
                 done: None,
+                id: 0,
             };
             (list, command)
         };
@@ -612,22 +657,25 @@ pub(crate) unsafe extern "C" fn command_list_append_barrier(
     n_waits: u32,
     waits: *mut ze_event_handle_t,
 ) -> ze_result_t {
-    ret((|| {
-        let (list, command) = {
-            let o = objects();
-            let list = o.list(h.addr())?;
-            // SAFETY: `waits` holds `n_waits` handles (caller).
-            let (signal, waits) = unsafe { command_events(&o, signal, n_waits, waits)? };
-            let command = Command {
-                op: Op::Barrier,
-                waits,
-                signal,
-                done: None,
+    injectable("zeCommandListAppendBarrier", || {
+        ret((|| {
+            let (list, command) = {
+                let o = objects();
+                let list = o.list(h.addr())?;
+                // SAFETY: `waits` holds `n_waits` handles (caller).
+                let (signal, waits) = unsafe { command_events(&o, signal, n_waits, waits)? };
+                let command = Command {
+                    op: Op::Barrier,
+                    waits,
+                    signal,
+                    done: None,
+                    id: 0,
+                };
+                (list, command)
             };
-            (list, command)
-        };
-        list.submit(command)
-    })())
+            list.submit(command)
+        })())
+    })
 }
 
 /// `zeEventPoolCreate`.
@@ -638,54 +686,58 @@ pub(crate) unsafe extern "C" fn event_pool_create(
     devices: *mut ze_device_handle_t,
     out: *mut ze_event_pool_handle_t,
 ) -> ze_result_t {
-    ret((|| {
-        let d = driver()?;
-        let mut o = objects();
-        o.context(h.addr())?;
-        if desc.is_null() || out.is_null() || (n_devices > 0 && devices.is_null()) {
-            return Err(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
-        }
-        for i in 0..n_devices as usize {
-            // SAFETY: `devices` holds `n_devices` readable handles (caller).
-            let dev = unsafe { *devices.add(i) };
-            d.device(dev.addr())
-                .ok_or(ZE_RESULT_ERROR_INVALID_NULL_HANDLE)?;
-        }
-        // SAFETY: non-NULL descriptor (caller: readable).
-        let desc = unsafe { &*desc };
-        if desc.stype != ZE_STRUCTURE_TYPE_EVENT_POOL_DESC {
-            return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
-        }
-        if desc.count == 0 {
-            return Err(ZE_RESULT_ERROR_INVALID_SIZE);
-        }
-        let pool = Arc::new(EventPool {
-            context: h.addr(),
-            host_visible: desc.flags & ZE_EVENT_POOL_FLAG_HOST_VISIBLE != 0,
-            slots: std::sync::Mutex::new(vec![false; desc.count as usize]),
-        });
-        let handle = expose(&pool);
-        o.pools.insert(handle, pool);
-        // SAFETY: non-NULL out-parameter (caller: writable).
-        unsafe { *out = to_handle(handle) };
-        Ok(())
-    })())
+    injectable("zeEventPoolCreate", || {
+        ret((|| {
+            let d = driver()?;
+            let mut o = objects();
+            o.context(h.addr())?;
+            if desc.is_null() || out.is_null() || (n_devices > 0 && devices.is_null()) {
+                return Err(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+            }
+            for i in 0..n_devices as usize {
+                // SAFETY: `devices` holds `n_devices` readable handles (caller).
+                let dev = unsafe { *devices.add(i) };
+                d.device(dev.addr())
+                    .ok_or(ZE_RESULT_ERROR_INVALID_NULL_HANDLE)?;
+            }
+            // SAFETY: non-NULL descriptor (caller: readable).
+            let desc = unsafe { &*desc };
+            if desc.stype != ZE_STRUCTURE_TYPE_EVENT_POOL_DESC {
+                return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+            }
+            if desc.count == 0 {
+                return Err(ZE_RESULT_ERROR_INVALID_SIZE);
+            }
+            let pool = Arc::new(EventPool {
+                context: h.addr(),
+                host_visible: desc.flags & ZE_EVENT_POOL_FLAG_HOST_VISIBLE != 0,
+                slots: std::sync::Mutex::new(vec![false; desc.count as usize]),
+            });
+            let handle = expose(&pool);
+            o.pools.insert(handle, pool);
+            // SAFETY: non-NULL out-parameter (caller: writable).
+            unsafe { *out = to_handle(handle) };
+            Ok(())
+        })())
+    })
 }
 
 /// `zeEventPoolDestroy`: refused while events of the pool remain.
 pub(crate) unsafe extern "C" fn event_pool_destroy(h: ze_event_pool_handle_t) -> ze_result_t {
-    let mut o = objects();
-    let known = o.pool(h.addr());
-    if known.is_err() {
-        return refused_release(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
-    }
-    ret(known.and_then(|p| {
-        if lock(&p.slots).iter().any(|&used| used) {
-            return Err(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE);
+    injectable("zeEventPoolDestroy", || {
+        let mut o = objects();
+        let known = o.pool(h.addr());
+        if known.is_err() {
+            return refused_release(ZE_RESULT_ERROR_INVALID_NULL_HANDLE);
         }
-        o.pools.remove(&h.addr());
-        Ok(())
-    }))
+        ret(known.and_then(|p| {
+            if lock(&p.slots).iter().any(|&used| used) {
+                return Err(ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE);
+            }
+            o.pools.remove(&h.addr());
+            Ok(())
+        }))
+    })
 }
 
 /// `zeEventCreate`.
@@ -694,47 +746,59 @@ pub(crate) unsafe extern "C" fn event_create(
     desc: *const ze_event_desc_t,
     out: *mut ze_event_handle_t,
 ) -> ze_result_t {
-    let mut o = objects();
-    ret(o.pool(h.addr()).and_then(|pool| {
-        if desc.is_null() || out.is_null() {
-            return Err(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
-        }
-        // SAFETY: non-NULL descriptor (caller: readable).
-        let desc = unsafe { &*desc };
-        if desc.stype != ZE_STRUCTURE_TYPE_EVENT_DESC {
-            return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
-        }
-        {
-            let mut slots = lock(&pool.slots);
-            let slot = slots
-                .get_mut(desc.index as usize)
-                .ok_or(ZE_RESULT_ERROR_INVALID_ARGUMENT)?;
-            if *slot {
+    injectable("zeEventCreate", || {
+        let mut o = objects();
+        ret(o.pool(h.addr()).and_then(|pool| {
+            if desc.is_null() || out.is_null() {
+                return Err(ZE_RESULT_ERROR_INVALID_NULL_POINTER);
+            }
+            // SAFETY: non-NULL descriptor (caller: readable).
+            let desc = unsafe { &*desc };
+            if desc.stype != ZE_STRUCTURE_TYPE_EVENT_DESC {
                 return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
             }
-            *slot = true;
-        }
-        let event = Objects::new_event(pool, desc.index);
-        let handle = expose(&event);
-        o.events.insert(handle, event);
-        // SAFETY: non-NULL out-parameter (caller: writable).
-        unsafe { *out = to_handle(handle) };
-        Ok(())
-    }))
+            {
+                let mut slots = lock(&pool.slots);
+                let slot = slots
+                    .get_mut(desc.index as usize)
+                    .ok_or(ZE_RESULT_ERROR_INVALID_ARGUMENT)?;
+                if *slot {
+                    return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+                }
+                *slot = true;
+            }
+            let event = Objects::new_event(pool, desc.index);
+            let handle = expose(&event);
+            o.events.insert(handle, event);
+            // SAFETY: non-NULL out-parameter (caller: writable).
+            unsafe { *out = to_handle(handle) };
+            Ok(())
+        }))
+    })
 }
 
-/// `zeEventDestroy`.
+/// `zeEventDestroy`. An event that a command which has not finished signals or waits on is not
+/// destroyed: that is a misuse, counted and refused with `ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE`.
 pub(crate) unsafe extern "C" fn event_destroy(h: ze_event_handle_t) -> ze_result_t {
-    let event = objects().events.remove(&h.addr());
-    match event {
-        Some(e) => {
-            if let Some(slot) = lock(&e.pool.slots).get_mut(e.index as usize) {
-                *slot = false;
+    injectable("zeEventDestroy", || {
+        let event = {
+            let mut o = objects();
+            match o.events.get(&h.addr()) {
+                None => return refused_release(ZE_RESULT_ERROR_INVALID_NULL_HANDLE),
+                Some(e) if e.pending.load(Ordering::SeqCst) > 0 => {
+                    misuse(&MISUSES.event_destroys_in_use);
+                    return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+                }
+                Some(_) => o.events.remove(&h.addr()),
             }
-            ZE_RESULT_SUCCESS
+        };
+        if let Some(e) = event
+            && let Some(slot) = lock(&e.pool.slots).get_mut(e.index as usize)
+        {
+            *slot = false;
         }
-        None => refused_release(ZE_RESULT_ERROR_INVALID_NULL_HANDLE),
-    }
+        ZE_RESULT_SUCCESS
+    })
 }
 
 /// `zeEventHostSynchronize`: the pool must be host-visible.
@@ -742,6 +806,11 @@ pub(crate) unsafe extern "C" fn event_host_synchronize(
     h: ze_event_handle_t,
     timeout: u64,
 ) -> ze_result_t {
+    injectable("zeEventHostSynchronize", || host_synchronize(h, timeout))
+}
+
+/// The body of [`event_host_synchronize`].
+fn host_synchronize(h: ze_event_handle_t, timeout: u64) -> ze_result_t {
     let event = match objects().event(h.addr()) {
         Ok(e) => e,
         Err(e) => return e,
@@ -750,12 +819,11 @@ pub(crate) unsafe extern "C" fn event_host_synchronize(
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     }
     let timeout = (timeout != u64::MAX).then(|| Duration::from_nanos(timeout));
-    let waiting = AtomicBool::new(false);
     let counted = !event.is_signalled();
     if counted {
         HOST_WAITERS.fetch_add(1, Ordering::SeqCst);
     }
-    let signalled = event.wait(timeout, &waiting);
+    let signalled = event.wait(timeout);
     if counted {
         HOST_WAITERS.fetch_sub(1, Ordering::SeqCst);
     }
@@ -768,22 +836,27 @@ pub(crate) unsafe extern "C" fn event_host_synchronize(
 
 /// `zeEventQueryStatus`.
 pub(crate) unsafe extern "C" fn event_query_status(h: ze_event_handle_t) -> ze_result_t {
-    match objects().event(h.addr()) {
+    injectable("zeEventQueryStatus", || match objects().event(h.addr()) {
         Ok(e) if e.is_signalled() => ZE_RESULT_SUCCESS,
         Ok(_) => ZE_RESULT_NOT_READY,
         Err(e) => e,
-    }
+    })
 }
 
-/// `zeEventHostReset`.
+/// `zeEventHostReset`. An event that a command which has not finished signals or waits on is not
+/// reset: that is a misuse, counted and refused with `ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE`.
 pub(crate) unsafe extern "C" fn event_host_reset(h: ze_event_handle_t) -> ze_result_t {
-    match objects().event(h.addr()) {
+    injectable("zeEventHostReset", || match objects().event(h.addr()) {
+        Ok(e) if e.pending.load(Ordering::SeqCst) > 0 => {
+            misuse(&MISUSES.event_resets_in_use);
+            ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE
+        }
         Ok(e) => {
             e.reset();
             ZE_RESULT_SUCCESS
         }
         Err(e) => e,
-    }
+    })
 }
 
 /// The handle of every live object, for the leak counters.

@@ -46,12 +46,22 @@
 //! - Handles are checked against a registry of live objects and descriptors' `stype` are
 //!   checked; destroying a context that still has allocations, lists or pools, or a pool that
 //!   still has events, is refused with `ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE`.
+//! - What a real driver leaves undefined when device work has not finished is caught, counted
+//!   ([`Misuses`]) and refused with `ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE`, so that the memory
+//!   stays valid for the work: freeing memory that an unfinished copy reads or writes, resetting
+//!   or destroying an event that an unfinished command signals or waits on, destroying a list
+//!   with unfinished commands. Appending a command that signals an event which is already
+//!   signalled (reused without a reset) is counted too.
 //!
-//! Four extra exports serve the tests: [`dlpack_oneapi_test_driver_live_objects`] counts live
+//! Seven extra exports serve the tests: [`dlpack_oneapi_test_driver_live_objects`] counts live
 //! objects (leak checks); [`dlpack_oneapi_test_driver_hold`] pauses a root device's command
 //! lists; [`dlpack_oneapi_test_driver_settle`] waits until every list has run or waits for
 //! something; [`dlpack_oneapi_test_driver_host_waiters`] counts host threads blocked on an event.
 //! With them a test proves, without timing, that a consumer waits for a producer.
+//! [`dlpack_oneapi_test_driver_fail`] makes the next calls of a named entry point fail (a lost
+//! device, say), [`dlpack_oneapi_test_driver_clear_failures`] disarms what is left, and
+//! [`dlpack_oneapi_test_driver_misuses`] reports the misuses above: with them a test drives the
+//! caller's error paths and checks that nothing unfinished work uses was released.
 
 #[path = "../../src/sys.rs"]
 #[allow(unreachable_pub, dead_code, missing_docs, unused_macros)]
@@ -62,6 +72,7 @@ mod sys;
 #[allow(unreachable_pub)]
 mod ddi;
 mod entry;
+mod inject;
 mod objects;
 
 use ddi::*;
@@ -290,8 +301,9 @@ pub extern "C" fn dlpack_oneapi_test_driver_hold(root: u32, hold: u32) -> ze_res
 }
 
 /// Test support: returns once every command list has run all its commands or is waiting for a
-/// hold ([`dlpack_oneapi_test_driver_hold`]) or for an event nobody has signalled yet. From then
-/// on nothing changes until the host acts, so a test can tell "ran" from "waits" without timing.
+/// hold ([`dlpack_oneapi_test_driver_hold`]) that is still on or for an event nobody has
+/// signalled yet. From then on nothing changes until the host acts, so a test can tell "ran"
+/// from "waits" without timing; after releasing a hold, it waits for what the hold kept back.
 #[unsafe(no_mangle)]
 pub extern "C" fn dlpack_oneapi_test_driver_settle() {
     objects::settle();
@@ -302,4 +314,97 @@ pub extern "C" fn dlpack_oneapi_test_driver_settle() {
 #[unsafe(no_mangle)]
 pub extern "C" fn dlpack_oneapi_test_driver_host_waiters() -> u64 {
     objects::HOST_WAITERS.load(core::sync::atomic::Ordering::SeqCst) as u64
+}
+
+/// Test support: makes calls of the entry point named `entry` (a NUL-terminated C name such as
+/// `"zeEventHostSynchronize"`) fail. The next `skip` calls run as usual; the `count` after them
+/// return `result` instead (a `count` of 0 disarms `entry`). With `flags` 0 a failing call does
+/// nothing; with `flags` 1 it does the real work first (a host wait waits, a reset resets) and
+/// then returns `result`. Arming an entry point again replaces what was armed for it.
+///
+/// The entry points that can fail this way: `zeCommandListAppendBarrier`,
+/// `zeCommandListAppendMemoryCopy`, `zeCommandListDestroy`, `zeEventCreate`, `zeEventDestroy`,
+/// `zeEventHostReset`, `zeEventHostSynchronize`, `zeEventPoolCreate`, `zeEventPoolDestroy`,
+/// `zeEventQueryStatus` and `zeMemFree`. Returns `ZE_RESULT_SUCCESS`;
+/// `ZE_RESULT_ERROR_INVALID_NULL_POINTER` for a NULL `entry`; `ZE_RESULT_ERROR_INVALID_ARGUMENT`
+/// for another name, a `result` of `ZE_RESULT_SUCCESS` or an unknown flag.
+///
+/// # Safety
+///
+/// `entry` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlpack_oneapi_test_driver_fail(
+    entry: *const core::ffi::c_char,
+    skip: u32,
+    count: u32,
+    result: ze_result_t,
+    flags: u32,
+) -> ze_result_t {
+    if entry.is_null() {
+        return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
+    }
+    // SAFETY: a non-NULL, NUL-terminated string (caller).
+    let entry = unsafe { core::ffi::CStr::from_ptr(entry) };
+    let Ok(entry) = entry.to_str() else {
+        return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+    };
+    let armed = objects::lock(&inject::INJECTIONS).arm(entry, skip, count, result, flags);
+    armed.err().unwrap_or(ZE_RESULT_SUCCESS)
+}
+
+/// Test support: disarms every failure armed with [`dlpack_oneapi_test_driver_fail`]; returns
+/// how many armed failures no call had returned yet (0 when each test used what it armed).
+#[unsafe(no_mangle)]
+pub extern "C" fn dlpack_oneapi_test_driver_clear_failures() -> u64 {
+    objects::lock(&inject::INJECTIONS).disarm_all()
+}
+
+/// Calls that would have let device work that has not finished touch something released or
+/// reused, since the driver was loaded ([`dlpack_oneapi_test_driver_misuses`]). Each refused
+/// call returned `ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE` and changed nothing; a correct caller
+/// keeps every count at 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Misuses {
+    /// `zeMemFree` of an allocation that an unfinished copy reads or writes (refused).
+    pub frees_in_use: u64,
+    /// `zeEventHostReset` of an event that an unfinished command signals or waits on (refused).
+    pub event_resets_in_use: u64,
+    /// `zeEventDestroy` of an event that an unfinished command signals or waits on (refused).
+    pub event_destroys_in_use: u64,
+    /// `zeCommandListDestroy` of a list with unfinished commands (refused).
+    pub list_destroys_in_use: u64,
+    /// Commands appended with a signal event that was already signalled: an event reused
+    /// without a reset, so that a host wait on it returns before the command has run (counted;
+    /// the command is appended).
+    pub signalled_signal_events: u64,
+}
+
+/// Test support: writes the [`Misuses`] counted so far to `out`, whose size the caller passes
+/// (a check that both sides agree on the struct): -1 for a NULL `out` or another size, else 0.
+///
+/// # Safety
+///
+/// `out` is NULL or valid for a write of `size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn dlpack_oneapi_test_driver_misuses(
+    out: *mut Misuses,
+    size: usize,
+) -> core::ffi::c_int {
+    if out.is_null() || size != core::mem::size_of::<Misuses>() {
+        return -1;
+    }
+    let m = &objects::MISUSES;
+    let read = |c: &core::sync::atomic::AtomicU64| c.load(core::sync::atomic::Ordering::SeqCst);
+    let counts = Misuses {
+        frees_in_use: read(&m.frees_in_use),
+        event_resets_in_use: read(&m.event_resets_in_use),
+        event_destroys_in_use: read(&m.event_destroys_in_use),
+        list_destroys_in_use: read(&m.list_destroys_in_use),
+        signalled_signal_events: read(&m.signalled_signal_events),
+    };
+    // SAFETY: not NULL, and valid for a write of the struct (the caller's contract and the size
+    // check).
+    unsafe { out.write(counts) };
+    0
 }

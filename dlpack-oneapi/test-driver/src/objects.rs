@@ -5,7 +5,7 @@
 
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
@@ -128,17 +128,21 @@ impl Driver {
             .find(|d| d.handle() == handle)
     }
 
-    /// Blocks while root device `root`'s command lists are held, with `blocked` set while
-    /// waiting.
-    fn wait_unheld(&self, root: u32, blocked: &AtomicBool) {
+    /// Blocks while root device `root`'s command lists are held.
+    fn wait_unheld(&self, root: u32) {
         if let Some((held, cv)) = self.holds.get(root as usize) {
             let mut h = lock(held);
             while *h {
-                blocked.store(true, Ordering::SeqCst);
                 h = cv.wait(h).unwrap_or_else(|e| e.into_inner());
             }
-            blocked.store(false, Ordering::SeqCst);
         }
+    }
+
+    /// Whether root device `root`'s command lists are held.
+    fn is_held(&self, root: u32) -> bool {
+        self.holds
+            .get(root as usize)
+            .is_some_and(|(held, _)| *lock(held))
     }
 
     /// Holds or releases root device `root`'s command lists.
@@ -251,6 +255,9 @@ pub(crate) struct Event {
     pub(crate) index: u32,
     signalled: Mutex<bool>,
     cv: Condvar,
+    /// Appended commands that signal or wait on this event and have not finished: while there
+    /// are any, resetting or destroying the event is a misuse ([`Misuses`]).
+    pub(crate) pending: AtomicUsize,
 }
 
 impl Event {
@@ -267,14 +274,11 @@ impl Event {
         *lock(&self.signalled)
     }
 
-    /// Waits until signalled or `timeout` passes (`None`: forever), with `blocked` set while
-    /// waiting. Returns whether signalled.
-    pub(crate) fn wait(&self, timeout: Option<Duration>, blocked: &AtomicBool) -> bool {
+    /// Waits until signalled or `timeout` passes (`None`: forever). Returns whether signalled.
+    pub(crate) fn wait(&self, timeout: Option<Duration>) -> bool {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut s = lock(&self.signalled);
-        let _unblock = Unblock(blocked);
         while !*s {
-            blocked.store(true, Ordering::SeqCst);
             match deadline {
                 None => s = self.cv.wait(s).unwrap_or_else(|e| e.into_inner()),
                 Some(d) => {
@@ -291,15 +295,6 @@ impl Event {
             }
         }
         true
-    }
-}
-
-/// Clears a `blocked` flag when dropped.
-struct Unblock<'a>(&'a AtomicBool);
-
-impl Drop for Unblock<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
     }
 }
 
@@ -342,6 +337,8 @@ pub(crate) struct Command {
     pub(crate) signal: Option<Arc<Event>>,
     /// Signalled when the command is done, for synchronous lists.
     pub(crate) done: Option<Arc<(Mutex<bool>, Condvar)>>,
+    /// Set by [`CommandList::submit`]: the key of a copy's ranges in [`PENDING_COPIES`].
+    pub(crate) id: u64,
 }
 
 /// An immediate command list: commands run in order on a worker thread.
@@ -359,19 +356,94 @@ pub(crate) struct CommandList {
 pub(crate) struct Progress {
     /// Commands submitted and not finished.
     queued: AtomicUsize,
-    /// Whether the worker is waiting for a hold to end or an event to be signalled.
-    blocked: AtomicBool,
+    /// Commands submitted whose work is not done: unlike `queued`, counted down before the
+    /// command signals its event, so that a host that saw the event signalled sees the command
+    /// finished. Destroying the list while this is not 0 is a misuse ([`Misuses`]).
+    pub(crate) unfinished: AtomicUsize,
+    /// What the worker waits for before its next command, if anything.
+    blocked: Mutex<Option<Blocker>>,
+}
+
+/// What a command list's worker waits for.
+#[derive(Debug)]
+enum Blocker {
+    /// The hold of its root device ([`Driver::set_hold`]).
+    Hold(u32),
+    /// An event to be signalled.
+    Event(Arc<Event>),
 }
 
 impl Progress {
-    /// Idle, or waiting for something only another party can do.
+    /// Idle, or waiting for something only another party can do: a hold that is still on, an
+    /// event that is still not signalled. (A worker whose hold was just released, or whose
+    /// event was just signalled, is about to run, so it is not settled even before it wakes.)
     fn is_settled(&self) -> bool {
-        self.queued.load(Ordering::SeqCst) == 0 || self.blocked.load(Ordering::SeqCst)
+        if self.queued.load(Ordering::SeqCst) == 0 {
+            return true;
+        }
+        match &*lock(&self.blocked) {
+            None => false,
+            Some(Blocker::Hold(root)) => driver().is_ok_and(|d| d.is_held(*root)),
+            Some(Blocker::Event(e)) => !e.is_signalled(),
+        }
+    }
+
+    /// Runs `wait` with `blocker` recorded as what the worker waits for.
+    fn blocked_on<R>(&self, blocker: Blocker, wait: impl FnOnce() -> R) -> R {
+        *lock(&self.blocked) = Some(blocker);
+        let r = wait();
+        *lock(&self.blocked) = None;
+        r
     }
 }
 
 /// Frees and destroys of things that did not exist (double frees, stale handles).
 pub(crate) static REFUSED_RELEASES: AtomicU64 = AtomicU64::new(0);
+
+/// Calls that would let unfinished device work touch something released or reused, each refused
+/// (or, for a signalled event, counted) instead of corrupting memory: see
+/// [`crate::Misuses`].
+#[derive(Debug, Default)]
+pub(crate) struct Misuses {
+    pub(crate) frees_in_use: AtomicU64,
+    pub(crate) event_resets_in_use: AtomicU64,
+    pub(crate) event_destroys_in_use: AtomicU64,
+    pub(crate) list_destroys_in_use: AtomicU64,
+    pub(crate) signalled_signal_events: AtomicU64,
+}
+
+/// The misuses counted since the driver was loaded.
+pub(crate) static MISUSES: Misuses = Misuses {
+    frees_in_use: AtomicU64::new(0),
+    event_resets_in_use: AtomicU64::new(0),
+    event_destroys_in_use: AtomicU64::new(0),
+    list_destroys_in_use: AtomicU64::new(0),
+    signalled_signal_events: AtomicU64::new(0),
+};
+
+/// Counts one misuse.
+pub(crate) fn misuse(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::SeqCst);
+}
+
+/// The byte ranges `(start, len)` of every copy that is submitted and not finished, by command
+/// id, so that freeing memory a pending copy still reads or writes is caught.
+static PENDING_COPIES: Mutex<BTreeMap<u64, [(usize, usize); 2]>> = Mutex::new(BTreeMap::new());
+
+static NEXT_COMMAND_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Whether a copy that has not finished reads or writes a byte of `start..start + len`.
+pub(crate) fn copies_pending_in(start: usize, len: usize) -> bool {
+    lock(&PENDING_COPIES)
+        .values()
+        .flatten()
+        .any(|&range| overlaps(range, (start, len)))
+}
+
+/// Whether two `(start, len)` ranges share a byte.
+fn overlaps((a, a_len): (usize, usize), (b, b_len): (usize, usize)) -> bool {
+    a_len > 0 && b_len > 0 && a < b.saturating_add(b_len) && b < a.saturating_add(a_len)
+}
 
 /// Host threads waiting in `zeEventHostSynchronize` for an event not yet signalled.
 pub(crate) static HOST_WAITERS: AtomicUsize = AtomicUsize::new(0);
@@ -415,12 +487,30 @@ impl CommandList {
             .synchronous
             .then(|| Arc::new((Mutex::new(false), Condvar::new())));
         command.done = done.clone();
+        command.id = NEXT_COMMAND_ID.fetch_add(1, Ordering::Relaxed);
+        if command.signal.as_ref().is_some_and(|e| e.is_signalled()) {
+            // Signalling an event that is already signalled: it was reused without a reset, so
+            // a host wait on it returns before this command has run.
+            misuse(&MISUSES.signalled_signal_events);
+        }
+        for e in command.signal.iter().chain(&command.waits) {
+            e.pending.fetch_add(1, Ordering::SeqCst);
+        }
+        if let Op::Copy { dst, src, size } = command.op
+            && size > 0
+        {
+            lock(&PENDING_COPIES).insert(command.id, [(dst.0.addr(), size), (src.0.addr(), size)]);
+        }
+        self.progress.unfinished.fetch_add(1, Ordering::SeqCst);
         self.progress.queued.fetch_add(1, Ordering::SeqCst);
-        let sent = lock(&self.sender)
-            .as_ref()
-            .ok_or(ZE_RESULT_ERROR_INVALID_NULL_HANDLE)
-            .and_then(|tx| tx.send(command).map_err(|_| ZE_RESULT_ERROR_DEVICE_LOST));
-        if let Err(e) = sent {
+        let sent = match lock(&self.sender).as_ref() {
+            None => Err((command, ZE_RESULT_ERROR_INVALID_NULL_HANDLE)),
+            Some(tx) => tx
+                .send(command)
+                .map_err(|mpsc::SendError(command)| (command, ZE_RESULT_ERROR_DEVICE_LOST)),
+        };
+        if let Err((command, e)) = sent {
+            finish(&command, &self.progress);
             self.progress.queued.fetch_sub(1, Ordering::SeqCst);
             return Err(e);
         }
@@ -442,13 +532,22 @@ impl CommandList {
     }
 }
 
+/// Marks `command` finished (its ranges and events free again); before it signals.
+fn finish(command: &Command, progress: &Progress) {
+    lock(&PENDING_COPIES).remove(&command.id);
+    for e in command.signal.iter().chain(&command.waits) {
+        e.pending.fetch_sub(1, Ordering::SeqCst);
+    }
+    progress.unfinished.fetch_sub(1, Ordering::SeqCst);
+}
+
 fn run_commands(root: u32, rx: Receiver<Command>, progress: &Progress) {
     for command in rx {
         if let Ok(driver) = driver() {
-            driver.wait_unheld(root, &progress.blocked);
+            progress.blocked_on(Blocker::Hold(root), || driver.wait_unheld(root));
         }
         for e in &command.waits {
-            e.wait(None, &progress.blocked);
+            progress.blocked_on(Blocker::Event(e.clone()), || e.wait(None));
         }
         if let Op::Copy { dst, src, size } = command.op
             && size > 0
@@ -459,6 +558,7 @@ fn run_commands(root: u32, rx: Receiver<Command>, progress: &Progress) {
             // it; `copy` tolerates it anyway).
             unsafe { core::ptr::copy(src.0.cast_const(), dst.0, size) };
         }
+        finish(&command, progress);
         if let Some(e) = &command.signal {
             e.signal();
         }
@@ -528,6 +628,7 @@ impl Objects {
             index,
             signalled: Mutex::new(false),
             cv: Condvar::new(),
+            pending: AtomicUsize::new(0),
         })
     }
 }
@@ -558,6 +659,19 @@ mod tests {
         let bytes = unsafe { core::slice::from_raw_parts(p, 8) };
         assert_eq!(bytes, &[FRESH_BYTE; 8]);
         c.free(p.addr()).unwrap();
+    }
+
+    #[test]
+    fn byte_ranges_overlap_only_when_they_share_a_byte() {
+        assert!(overlaps((10, 5), (14, 1)));
+        assert!(overlaps((14, 1), (10, 5)));
+        assert!(!overlaps((10, 5), (15, 1)));
+        assert!(!overlaps((15, 1), (10, 5)));
+        assert!(
+            !overlaps((10, 0), (10, 5)),
+            "an empty range touches nothing"
+        );
+        assert!(overlaps((usize::MAX - 1, 1), (usize::MAX - 2, 10)));
     }
 
     #[test]

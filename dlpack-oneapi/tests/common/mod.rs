@@ -79,13 +79,32 @@ pub(crate) struct LiveObjects {
     pub(crate) refused_releases: u64,
 }
 
+/// `Misuses` of the test driver (test-driver/src/lib.rs): calls that would have let unfinished
+/// device work touch something released or reused.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Misuses {
+    pub(crate) frees_in_use: u64,
+    pub(crate) event_resets_in_use: u64,
+    pub(crate) event_destroys_in_use: u64,
+    pub(crate) list_destroys_in_use: u64,
+    pub(crate) signalled_signal_events: u64,
+}
+
+type ZeResult = dlpack_oneapi::sys::ze_result_t;
+type FailFn = unsafe extern "C" fn(*const core::ffi::c_char, u32, u32, ZeResult, u32) -> ZeResult;
+type MisusesFn = unsafe extern "C" fn(*mut Misuses, usize) -> core::ffi::c_int;
+
 /// The test driver's test-support exports, from the very library the loader loaded (opening
 /// the same path again returns the already loaded instance).
 pub(crate) struct DriverSupport {
     live: unsafe extern "C" fn(*mut LiveObjects),
-    hold: extern "C" fn(u32, u32) -> dlpack_oneapi::sys::ze_result_t,
+    hold: extern "C" fn(u32, u32) -> ZeResult,
     settle: extern "C" fn(),
     host_waiters: extern "C" fn() -> u64,
+    fail: FailFn,
+    clear_failures: extern "C" fn() -> u64,
+    misuses: MisusesFn,
     _library: libloading::Library,
 }
 
@@ -111,11 +130,23 @@ impl DriverSupport {
             let host_waiters = *library
                 .get::<extern "C" fn() -> u64>("dlpack_oneapi_test_driver_host_waiters")
                 .expect("the test driver exports dlpack_oneapi_test_driver_host_waiters");
+            let fail = *library
+                .get::<FailFn>("dlpack_oneapi_test_driver_fail")
+                .expect("the test driver exports dlpack_oneapi_test_driver_fail");
+            let clear_failures = *library
+                .get::<extern "C" fn() -> u64>("dlpack_oneapi_test_driver_clear_failures")
+                .expect("the test driver exports dlpack_oneapi_test_driver_clear_failures");
+            let misuses = *library
+                .get::<MisusesFn>("dlpack_oneapi_test_driver_misuses")
+                .expect("the test driver exports dlpack_oneapi_test_driver_misuses");
             DriverSupport {
                 live,
                 hold,
                 settle,
                 host_waiters,
+                fail,
+                clear_failures,
+                misuses,
                 _library: library,
             }
         }
@@ -146,6 +177,54 @@ impl DriverSupport {
     pub(crate) fn host_waiters(&self) -> u64 {
         (self.host_waiters)()
     }
+
+    /// Makes the calls of Level Zero entry point `entry` after the next `skip` fail with
+    /// `result`, `count` times, doing nothing ([`Failure::Instead`]) or after doing the call
+    /// ([`Failure::After`]).
+    pub(crate) fn fail(&self, entry: &str, skip: u32, count: u32, result: ZeResult, how: Failure) {
+        let r = self.arm(entry, skip, count, result, how as u32);
+        assert_eq!(r, dlpack_oneapi::sys::ZE_RESULT_SUCCESS, "fail({entry})");
+    }
+
+    /// `dlpack_oneapi_test_driver_fail` itself: arms a failure, returning the driver's answer.
+    pub(crate) fn arm(
+        &self,
+        entry: &str,
+        skip: u32,
+        count: u32,
+        result: ZeResult,
+        flags: u32,
+    ) -> ZeResult {
+        let name = std::ffi::CString::new(entry).expect("an entry point name");
+        // SAFETY: a NUL-terminated name.
+        unsafe { (self.fail)(name.as_ptr(), skip, count, result, flags) }
+    }
+
+    /// Disarms every failure; how many armed failures no call had returned yet.
+    pub(crate) fn clear_failures(&self) -> u64 {
+        (self.clear_failures)()
+    }
+
+    /// The driver's misuse counts since it was loaded.
+    pub(crate) fn misuses(&self) -> Misuses {
+        let mut out = Misuses::default();
+        // SAFETY: a valid out-pointer of the size passed.
+        let r = unsafe { (self.misuses)(&mut out, size_of::<Misuses>()) };
+        assert_eq!(
+            r, 0,
+            "dlpack_oneapi_test_driver_misuses agrees on the struct"
+        );
+        out
+    }
+}
+
+/// How an injected failure fails ([`DriverSupport::fail`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Failure {
+    /// The call does nothing and returns the error.
+    Instead = 0,
+    /// The call does its work (a host wait waits), then returns the error.
+    After = 1,
 }
 
 /// A hold on a root device's command lists ([`DriverSupport::hold`]), released on drop.

@@ -220,6 +220,15 @@ pub enum Error {
         /// What it said.
         message: String,
     },
+    /// A device copy whose completion the runtime could not confirm (a lost device's failed
+    /// wait): the device may still write its destination, which was therefore leaked rather
+    /// than freed (see [`DeviceHooks::copy_to_host`](crate::DeviceHooks::copy_to_host)).
+    CopyInFlight {
+        /// The runtime (`"Level Zero"`, `"CUDA driver"`).
+        runtime: &'static str,
+        /// What it said.
+        message: String,
+    },
     /// No device hook handles this device type.
     NoHook {
         /// The device asked about.
@@ -379,6 +388,10 @@ impl fmt::Display for Error {
                 "the tensor reaches bytes {start:#x}..{end:#x}, outside its allocation {alloc_start:#x}..{alloc_end:#x}"
             ),
             Error::Runtime { runtime, message } => write!(f, "{runtime}: {message}"),
+            Error::CopyInFlight { runtime, message } => write!(
+                f,
+                "{runtime}: {message}; the copy may still be running, so its destination was leaked rather than freed"
+            ),
             Error::NoHook { device } => write!(
                 f,
                 "no device hook handles {device}; enable the device crate for it (dlpack-cuda, dlpack-oneapi)"

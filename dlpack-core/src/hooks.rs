@@ -120,10 +120,17 @@ pub unsafe trait DeviceHooks: Send + Sync {
 
     /// Copies `dst.len()` bytes from device memory at `src` to the host.
     ///
+    /// An implementation returns [`Error::CopyInFlight`] (and only then may the copy go on
+    /// after the call) when the runtime cannot confirm that the copy finished, a lost device's
+    /// failed wait, say: the device may still write `dst`.
+    ///
     /// # Safety
     ///
     /// `src..src + dst.len()` must be memory of `device` that is valid for reads and not being
-    /// written for the duration of the call.
+    /// written for the duration of the call. After an [`Error::CopyInFlight`], the caller never
+    /// frees, reuses or reads `dst` again: it leaks the memory, which the device may still
+    /// write ([`CheckedTensor::to_host_vec`](crate::CheckedTensor::to_host_vec) leaks its
+    /// staging buffer).
     unsafe fn copy_to_host(&self, device: Device, src: usize, dst: &mut [u8]) -> Result<(), Error> {
         let _ = (src, dst);
         Err(Error::NoHook { device })

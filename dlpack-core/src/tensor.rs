@@ -383,7 +383,9 @@ impl CheckedTensor {
     ///
     /// The block is the tensor's whole byte span ([`CheckedTensor::byte_span`]), so a sparse
     /// tensor (a column of a large matrix, say) stages more than its elements;
-    /// [`Error::OutOfMemory`] if that or the result does not fit in memory.
+    /// [`Error::OutOfMemory`] if that or the result does not fit in memory. After the hook's
+    /// [`Error::CopyInFlight`] (a copy the runtime could not see finish) the staging block is
+    /// leaked, since the device may still write it.
     pub fn to_host_vec<T: Element>(&self, hooks: &dyn DeviceHooks) -> Result<Vec<T>, Error> {
         if self.host_accessible {
             return self.to_vec();
@@ -414,7 +416,16 @@ impl CheckedTensor {
         };
         // SAFETY: validation established that span.start..span.end is the tensor's reachable
         // memory on `device`, which stays valid while `self` is borrowed.
-        unsafe { hooks.copy_to_host(device, self.span.start, bytes)? };
+        match unsafe { hooks.copy_to_host(device, self.span.start, bytes) } {
+            Ok(()) => {}
+            Err(err @ Error::CopyInFlight { .. }) => {
+                // The device may still write the staging buffer: never free it (the hook's
+                // contract).
+                core::mem::forget(staging);
+                return Err(err);
+            }
+            Err(err) => return Err(err),
+        }
         // SAFETY: `count` elements were initialised (zeroed, then overwritten by the copy).
         unsafe { staging.set_len(count) };
         // Element offsets relative to the first element; the first element sits at

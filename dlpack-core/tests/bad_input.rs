@@ -2167,3 +2167,54 @@ fn from_raw_legacy_if_declines_or_takes_a_legacy_tensor_read_only() {
     assert!(import_legacy(&bad).is_err());
     assert_eq!(bad.deletes(), 1);
 }
+
+// --- a device copy the runtime cannot see finish --------------------------------------------
+
+/// Destinations of copies still "in flight", as a lost device leaves them: a raw pointer and a
+/// length. Held in a static so that the memory stays reachable (Miri's and valgrind's leak
+/// checks count it as kept, which is what the contract asks of the caller).
+struct InFlight(Mutex<Vec<(*mut u8, usize)>>);
+
+// SAFETY: the pointers are only written through by the test that recorded them.
+unsafe impl Sync for InFlight {}
+
+static IN_FLIGHT: InFlight = InFlight(Mutex::new(Vec::new()));
+
+/// Hooks whose device copies never confirm completion.
+struct LostDevice;
+
+// SAFETY: `resolve` is never asked (the tests below do not verify a device), and
+// `copy_to_host` writes nothing before returning.
+unsafe impl DeviceHooks for LostDevice {
+    fn handles(&self, device_type: DeviceType) -> bool {
+        device_type == DeviceType::CUDA
+    }
+
+    unsafe fn copy_to_host(&self, _: Device, _: usize, dst: &mut [u8]) -> Result<(), Error> {
+        IN_FLIGHT
+            .0
+            .lock()
+            .unwrap()
+            .push((dst.as_mut_ptr(), dst.len()));
+        Err(Error::CopyInFlight {
+            runtime: "lost device",
+            message: "the copy's wait failed".into(),
+        })
+    }
+}
+
+#[test]
+fn to_host_vec_leaks_its_staging_buffer_when_a_copy_may_still_be_running() {
+    let (t, built) = accepted(Foreign::of(&iota_f32(4), &[4]).on(DeviceType::CUDA, 0));
+    let err = t.to_host_vec::<f32>(&LostDevice).unwrap_err();
+    assert!(matches!(err, Error::CopyInFlight { .. }), "{err:?}");
+    says(&err, &["lost device", "may still be running", "leaked"]);
+    // The copy lands after the error: the staging buffer must still be there (freed, this
+    // write would be a use after free, which Miri and valgrind report).
+    let (dst, len) = IN_FLIGHT.0.lock().unwrap().pop().unwrap();
+    assert_eq!(len, 16);
+    // SAFETY: the leaked staging buffer of `len` bytes, written by nobody else.
+    unsafe { ptr::write_bytes(dst, 0xAB, len) };
+    IN_FLIGHT.0.lock().unwrap().push((dst, len));
+    drop_once(t, &built);
+}

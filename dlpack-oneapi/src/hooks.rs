@@ -4,11 +4,8 @@
 use dlpack_core::protocol::StreamRequest;
 use dlpack_core::{Device, DeviceHooks, DeviceType, Error, PointerInfo, PyErrorKind};
 
-use crate::leaks::{self, span};
+use crate::leaks::span;
 use crate::{Context, UsmAllocation};
-
-/// The most bytes [`OneApiHooks`]' `copy_to_host` copies through its staging buffer at a time.
-const STAGING_CHUNK: usize = 8 << 20;
 
 /// The device hooks for `kDLOneAPI` tensors, answered in one [`Context`]
 /// ([`Context::hooks`]).
@@ -33,13 +30,13 @@ const STAGING_CHUNK: usize = 8 << 20;
 /// # When the device fails
 ///
 /// A copy whose host wait fails while its event is not signalled (a lost device) may still be
-/// running when the hook returns its error. `copy_to_host` therefore copies into a staging
-/// buffer of its own (up to 8 MiB at a time) and only then into `dst`: such a copy writes the
-/// staging buffer, which is leaked, never the caller's memory. The device range is recorded in
-/// the context as still in use, so a [`crate::UsmBuffer`] over it leaks its allocation instead
-/// of freeing it (see [`crate::Leaks`]). That protects this crate's memory only: the owner of
-/// foreign USM (a SYCL runtime's) must not free it after such an error either, and
-/// `copy_from_host` may still read `src` into it.
+/// running when the hook returns its error. `copy_to_host` then returns
+/// [`Error::CopyInFlight`], which obliges its caller to leak `dst` (dlpack-core's
+/// `to_host_vec` leaks its staging buffer), so the copy lands in memory nobody reuses. The
+/// device range is recorded in the context as still in use, so a [`crate::UsmBuffer`] over it
+/// leaks its allocation instead of freeing it (see [`crate::Leaks`]). That protects this
+/// crate's memory only: the owner of foreign USM (a SYCL runtime's) must not free it after such
+/// an error either, and `copy_from_host` may still read `src` into it.
 #[derive(Clone, Debug)]
 pub struct OneApiHooks {
     context: Context,
@@ -165,39 +162,28 @@ unsafe impl DeviceHooks for OneApiHooks {
         let root = self.context.ze_device(device)?;
         self.usm_range(device, src, dst.len())?;
         let queue = self.context.queue(&root)?;
-        // Through a staging buffer of our own: a copy that may still run after a failed wait
-        // writes it, not `dst`, which the caller gets back.
-        let mut staging = dlpack_core::try_vec_with_capacity::<u8>(dst.len().min(STAGING_CHUNK))?;
-        let whole = span(src, dst.len());
-        for (i, chunk) in dst.chunks_mut(STAGING_CHUNK).enumerate() {
-            let from = src + i * STAGING_CHUNK;
-            // SAFETY: `from..from + chunk.len()` lies in `src..src + dst.len()`, USM of this
-            // context inside one allocation that the list of `device` may read (host USM, or
-            // `device`'s own: checked), which the caller keeps valid and unwritten during the
-            // call, and which a copy that may still run keeps (`keep`); the destination is the
-            // staging buffer's spare capacity of at least `chunk.len()` bytes, which nobody
-            // else sees, and which such a copy leaks (below).
-            let copied = unsafe {
-                queue.copy_keeping(
-                    staging.as_mut_ptr(),
-                    core::ptr::with_exposed_provenance(from),
-                    chunk.len(),
-                    core::slice::from_ref(&whole),
-                )
-            };
-            if let Err(failed) = copied {
-                if failed.unfinished() {
-                    leaks::keep_staging(staging);
-                }
-                return Err(failed.error);
-            }
-            // SAFETY: the copy wrote the first `chunk.len()` bytes of the staging buffer's
-            // capacity and has finished; `chunk` is an exclusive host slice of that length.
-            unsafe {
-                core::ptr::copy_nonoverlapping(staging.as_ptr(), chunk.as_mut_ptr(), chunk.len())
-            };
+        // SAFETY: `src..src + len` is USM of this context inside one allocation that the list of
+        // `device` may read (host USM, or `device`'s own: checked), which the caller keeps valid
+        // and unwritten during the call, and which a copy that may still run keeps (`keep`);
+        // `dst` is an exclusive host slice of `len` bytes, which after such a copy the caller
+        // must leak (the `CopyInFlight` returned below: `DeviceHooks::copy_to_host`'s contract).
+        unsafe {
+            queue.copy_keeping(
+                dst.as_mut_ptr(),
+                core::ptr::with_exposed_provenance(src),
+                dst.len(),
+                &[span(src, dst.len())],
+            )
         }
-        Ok(())
+        .map_err(|failed| {
+            let unfinished = failed.unfinished();
+            match failed.error {
+                Error::Runtime { runtime, message } if unfinished => {
+                    Error::CopyInFlight { runtime, message }
+                }
+                other => other,
+            }
+        })
     }
 
     unsafe fn copy_from_host(&self, device: Device, src: &[u8], dst: usize) -> Result<(), Error> {

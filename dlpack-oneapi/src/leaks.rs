@@ -18,9 +18,9 @@ use crate::context::lock;
 /// - the event of a command that may still run, or that could not be reset, is never reset,
 ///   reused or destroyed, nor its event pool;
 /// - a copy's host staging buffer (this crate's own: [`crate::UsmBuffer::to_vec`] and
-///   [`crate::UsmBuffer::zeroed`] copy through one, and the hooks'
-///   [`copy_to_host`](dlpack_core::DeviceHooks::copy_to_host) bounces through one, so that the
-///   device never writes the caller's memory after the call returns) is never freed;
+///   [`crate::UsmBuffer::zeroed`] copy through one) is never freed; the hooks'
+///   [`copy_to_host`](dlpack_core::DeviceHooks::copy_to_host) returns
+///   [`dlpack_core::Error::CopyInFlight`] instead, and its caller leaks the destination;
 /// - USM of the context that such a copy reads or writes is never freed: a
 ///   [`crate::UsmBuffer`] over it leaks its allocation when dropped;
 /// - a queue whose work could not be waited for when it was dropped leaks its command list;

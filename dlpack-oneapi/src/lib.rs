@@ -95,10 +95,11 @@
 //! touches is never freed (a [`UsmBuffer`] over it leaks its allocation), a queue whose work
 //! cannot be waited for leaks its command list, and a context in which anything leaked is not
 //! destroyed. An event whose `zeEventHostReset` fails may still be signalled, so it is retired
-//! the same way (and the operation returns that error). Device-to-host copies of the hooks
-//! bounce through a staging buffer of the crate's own, so that such a copy never writes the
-//! caller's memory after the call. [`leaks`] counts what was leaked; it stays zero on a device
-//! that works. Nothing here panics.
+//! the same way (and the operation returns that error). The hooks' device-to-host copy writes
+//! the caller's memory directly and, when it cannot confirm the copy finished, returns
+//! [`dlpack_core::Error::CopyInFlight`] instead, which obliges the caller to leak that memory
+//! (dlpack-core's `to_host_vec` leaks its staging buffer). [`leaks`] counts what this crate
+//! leaked; it stays zero on a device that works. Nothing here panics.
 //!
 //! # Contexts
 //!

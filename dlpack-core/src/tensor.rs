@@ -860,6 +860,7 @@ impl ManagedTensor {
     ///
     /// let raw = ManagedTensor::export_raw(vec![1.0f32, 2.0])?;
     /// // ... a C consumer takes `raw`; here this crate takes it back:
+    /// // SAFETY: `raw` is a live tensor we own and hand over.
     /// let tensor = unsafe { ManagedTensor::from_raw(raw.as_ptr())? };
     /// assert_eq!(tensor.view::<f32>()?.to_vec(), [1.0, 2.0]);
     /// # Ok::<(), dlpack_core::Error>(())
@@ -1059,6 +1060,7 @@ impl ManagedTensor {
     ///
     /// let raw = ManagedTensor::export_raw(vec![1.0f32, 2.0, 3.0])?.as_ptr();
     /// // A consumer that wants two dimensions declines: the tensor is still ours.
+    /// // SAFETY: `raw` is a live tensor we own; it stays ours when declined.
     /// let declined = unsafe {
     ///     ManagedTensor::from_raw_if(raw, |t| match t.ndim() {
     ///         2 => Ok(()),
@@ -1067,6 +1069,7 @@ impl ManagedTensor {
     /// };
     /// assert!(matches!(declined, Err(Error::NdimMismatch { found: 1, .. })));
     /// // One that takes any shape owns it from here on, and deletes it when dropped.
+    /// // SAFETY: still ours (declined above); handed over now.
     /// let tensor = unsafe { ManagedTensor::from_raw_if(raw, |_| Ok::<(), Error>(())) }?;
     /// assert_eq!(tensor.to_vec::<f32>()?, [1.0, 2.0, 3.0]);
     /// # Ok::<(), Error>(())
@@ -1234,6 +1237,7 @@ impl ManagedTensor {
     /// assert_eq!(t.view_mut::<i32>().unwrap_err(), Error::ReadOnly);
     /// let t = t.into_vec::<i32>().unwrap_err(); // its Vec is not handed out either
     /// let raw = t.into_raw()?;
+    /// // SAFETY: `raw` is a live tensor we own and hand over.
     /// let back = unsafe { ManagedTensor::from_raw(raw) }?;
     /// assert!(back.is_read_only());
     /// # Ok::<(), dlpack_core::Error>(())

@@ -141,22 +141,21 @@ unsafe fn import(
     let py = obj.py();
     let plain = *options == ImportOptions::default();
     if obj.is_instance_of::<PyCapsule>() {
+        if plain {
+            // SAFETY: the capsule's producer promised a well-formed tensor whose memory lives
+            // until the deleter; writability as the caller promised.
+            return unsafe { import_capsule(obj, writable, |_| Ok(())) };
+        }
+        let mut plan = None;
         // SAFETY: the capsule's producer promised a well-formed tensor whose memory lives until
         // the deleter; writability as the caller promised.
         let tensor = unsafe {
             import_capsule(obj, writable, |t| {
-                if plain {
-                    Ok(())
-                } else {
-                    check_request(py, t.device(), options, false)
-                }
+                plan = check_request(py, t.device(), options, false)?;
+                Ok(())
             })
         }?;
-        return if plain {
-            Ok(tensor)
-        } else {
-            serve_locally(tensor, options)
-        };
+        return serve_locally(tensor, plan);
     }
     // The routes without a `__dlpack__` call serve no request: a `dl_device` or `copy` needs
     // the producer, and so does a `stream` (for a device tensor the producer orders its work
@@ -199,18 +198,16 @@ unsafe fn import(
         // SAFETY: as for a bare capsule.
         return unsafe { import_capsule(&capsule, writable, |_| Ok(())) };
     }
-    let served_by_producer = |device: Device| keywords_seen && served(device, options);
+    let mut plan = None;
     // SAFETY: as for a bare capsule.
     let tensor = unsafe {
         import_capsule(&capsule, writable, |t| {
-            check_request(py, t.device(), options, served_by_producer(t.device()))
+            let served = keywords_seen && served(t.device(), options);
+            plan = check_request(py, t.device(), options, served)?;
+            Ok(())
         })
     }?;
-    if served_by_producer(tensor.device()) {
-        Ok(tensor)
-    } else {
-        serve_locally(tensor, options)
-    }
+    serve_locally(tensor, plan)
 }
 
 /// Whether the request in `options` can be met for a tensor on `device`, decided before a
@@ -219,21 +216,22 @@ unsafe fn import(
 /// `DLPackStreamError` a CPU producer here raises ([`parse_stream`]'s message), since the CPU
 /// has no streams and a producer that accepted one anyway (or a bare capsule, which never saw
 /// it) must not make the request look served; and, unless the producer served it, the
-/// `dl_device` / `copy` request must be one this importer can serve ([`local_plan`]).
+/// `dl_device` / `copy` request must be one this importer can serve ([`local_plan`]). Returns
+/// that plan, for [`serve_locally`] once the tensor is taken (`None`: nothing to do here).
 fn check_request(
     py: Python<'_>,
     device: Device,
     options: &ImportOptions,
     served_by_producer: bool,
-) -> PyResult<()> {
+) -> PyResult<Option<ExportPlan>> {
     let target = options.dl_device.unwrap_or(device);
     if options.stream.is_some() && target.device_type == DeviceType::CPU {
         parse_stream(target, options.stream).map_err(|err| stream_error(py, &err))?;
     }
-    if !served_by_producer {
-        local_plan(device, options)?;
+    if served_by_producer {
+        return Ok(None);
     }
-    Ok(())
+    local_plan(device, options)
 }
 
 /// Whether a producer that took the keywords served the `dl_device` asked for: one that takes
@@ -476,9 +474,9 @@ fn local_plan(device: Device, options: &ImportOptions) -> PyResult<Option<Export
     }
 }
 
-/// Carries out [`local_plan`] on an imported tensor.
-fn serve_locally(tensor: ManagedTensor, options: &ImportOptions) -> PyResult<ManagedTensor> {
-    match local_plan(tensor.device(), options)? {
+/// Carries out a [`local_plan`] on the imported tensor it was made for.
+fn serve_locally(tensor: ManagedTensor, plan: Option<ExportPlan>) -> PyResult<ManagedTensor> {
+    match plan {
         None | Some(ExportPlan::AsIs) => Ok(tensor),
         Some(ExportPlan::Relabel(target)) => {
             ManagedTensor::export(Reexport::relabel(tensor, target)).map_err(to_py_err)

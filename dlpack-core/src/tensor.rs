@@ -724,6 +724,21 @@ pub(crate) fn strides_are_disjoint(shape: &[i64], strides: &[i64]) -> bool {
     true
 }
 
+/// The flags a legacy managed tensor is validated with: none for one this crate exported (it
+/// keeps its writability), `READ_ONLY` for a foreign one, since nothing says its memory may be
+/// written (as in NumPy).
+///
+/// # Safety
+/// `ptr` points to a readable `DLManagedTensor`.
+unsafe fn legacy_flags(ptr: *const DLManagedTensor) -> Flags {
+    // SAFETY: readable (caller).
+    if export::is_ours(unsafe { (*ptr).manager_ctx }) {
+        Flags::empty()
+    } else {
+        Flags::READ_ONLY
+    }
+}
+
 /// Computes the reachable byte span of a tensor with elements, with checked arithmetic.
 fn reach(t: &DLTensor, shape: &[i64], strides: &[i64], flags: Flags) -> Result<Span, Error> {
     let overflow = |what: String| Error::Overflow { what };
@@ -1032,12 +1047,7 @@ impl ManagedTensor {
             });
         };
         // SAFETY: the struct is readable (caller).
-        let ours = export::is_ours(unsafe { (*ptr).manager_ctx });
-        let flags = if ours {
-            Flags::empty()
-        } else {
-            Flags::READ_ONLY
-        };
+        let flags = unsafe { legacy_flags(ptr) };
         // SAFETY: as in `from_raw`.
         unsafe {
             let tensor = NonNull::from(&(*ptr).dl_tensor);
@@ -1128,11 +1138,7 @@ impl ManagedTensor {
             }));
         };
         // SAFETY: the struct is readable (caller).
-        let flags = if export::is_ours(unsafe { (*ptr).manager_ctx }) {
-            Flags::empty()
-        } else {
-            Flags::READ_ONLY
-        };
+        let flags = unsafe { legacy_flags(ptr) };
         // SAFETY: as in `from_raw_if`.
         let checked = unsafe {
             Self::check_only(NonNull::from(&(*ptr).dl_tensor), Version::new(0, 0), flags)

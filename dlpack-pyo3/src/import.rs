@@ -20,9 +20,9 @@
 //! versioned tensor of another major version, whose deleter a consumer must call (the DLPack
 //! header says so): it is deleted before the error is returned. The tensor is validated once
 //! (dlpack-core's [`ManagedTensor::from_raw_if`], which takes it only when the check agrees).
-//! What can only fail after the tensor is taken, a local copy that `dl_device` / `copy` asks
-//! for and memory cannot hold (`MemoryError`), leaves the capsule used and the tensor deleted
-//! once.
+//! A local copy that `dl_device` / `copy` asks for is made from the validated tensor before the
+//! capsule is renamed too, so a copy that memory cannot hold (`MemoryError`) also leaves the
+//! capsule as it was.
 //!
 //! A `stream` names the consumer's stream on the device it receives the data on. The CPU has no
 //! streams (the array API standard allows only `None` there; NumPy's `__dlpack__` refuses
@@ -39,7 +39,7 @@
 //! exclusive access.
 
 use dlpack_core::protocol::{CONSUMER_MAX_VERSION, ExportPlan, parse_stream, plan_export};
-use dlpack_core::{Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind};
+use dlpack_core::{CheckedTensor, Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind};
 use pyo3::exceptions::{PyAttributeError, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -49,7 +49,7 @@ use pyo3::types::{PyCapsule, PyDict, PyTuple};
 use crate::DLPackTensor;
 use crate::capsule::{RawTensor, import_capsule};
 use crate::exceptions::{stream_error, to_py_err};
-use crate::export::{Reexport, host_copy};
+use crate::export::{HostCopy, Reexport, host_copy};
 
 /// What a consumer asks of the producer, as `from_dlpack(x, device=..., copy=...)` does.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -146,16 +146,16 @@ unsafe fn import(
             // until the deleter; writability as the caller promised.
             return unsafe { import_capsule(obj, writable, |_| Ok(())) };
         }
-        let mut plan = None;
+        let mut local = Local::AsIs;
         // SAFETY: the capsule's producer promised a well-formed tensor whose memory lives until
         // the deleter; writability as the caller promised.
         let tensor = unsafe {
             import_capsule(obj, writable, |t| {
-                plan = check_request(py, t.device(), options, false)?;
+                local = check_request(py, t, options, false)?;
                 Ok(())
             })
         }?;
-        return serve_locally(tensor, plan);
+        return serve_locally(tensor, local);
     }
     // The routes without a `__dlpack__` call serve no request: a `dl_device` or `copy` needs
     // the producer, and so does a `stream` (for a device tensor the producer orders its work
@@ -198,40 +198,60 @@ unsafe fn import(
         // SAFETY: as for a bare capsule.
         return unsafe { import_capsule(&capsule, writable, |_| Ok(())) };
     }
-    let mut plan = None;
+    let mut local = Local::AsIs;
     // SAFETY: as for a bare capsule.
     let tensor = unsafe {
         import_capsule(&capsule, writable, |t| {
             let served = keywords_seen && served(t.device(), options);
-            plan = check_request(py, t.device(), options, served)?;
+            local = check_request(py, t, options, served)?;
             Ok(())
         })
     }?;
-    serve_locally(tensor, plan)
+    serve_locally(tensor, local)
 }
 
-/// Whether the request in `options` can be met for a tensor on `device`, decided before a
-/// capsule is taken so that a refusal leaves it as it was: a `stream` is refused for a tensor
-/// the consumer receives on the CPU (`dl_device`, or the tensor's own device) with the
-/// `DLPackStreamError` a CPU producer here raises ([`parse_stream`]'s message), since the CPU
-/// has no streams and a producer that accepted one anyway (or a bare capsule, which never saw
-/// it) must not make the request look served; and, unless the producer served it, the
-/// `dl_device` / `copy` request must be one this importer can serve ([`local_plan`]). Returns
-/// that plan, for [`serve_locally`] once the tensor is taken (`None`: nothing to do here).
+/// Whether the request in `options` can be met for `tensor`, decided, and a local copy made,
+/// before a capsule is taken, so that a refusal (or a copy that memory cannot hold) leaves it as
+/// it was: a `stream` is refused for a tensor the consumer receives on the CPU (`dl_device`, or
+/// the tensor's own device) with the `DLPackStreamError` a CPU producer here raises
+/// ([`parse_stream`]'s message), since the CPU has no streams and a producer that accepted one
+/// anyway (or a bare capsule, which never saw it) must not make the request look served; and,
+/// unless the producer served it, the `dl_device` / `copy` request must be one this importer can
+/// serve ([`local_plan`]). Returns what is left to do once the tensor is taken, for
+/// [`serve_locally`].
 fn check_request(
     py: Python<'_>,
-    device: Device,
+    tensor: &CheckedTensor,
     options: &ImportOptions,
     served_by_producer: bool,
-) -> PyResult<Option<ExportPlan>> {
+) -> PyResult<Local> {
+    let device = tensor.device();
     let target = options.dl_device.unwrap_or(device);
     if options.stream.is_some() && target.device_type == DeviceType::CPU {
         parse_stream(target, options.stream).map_err(|err| stream_error(py, &err))?;
     }
     if served_by_producer {
-        return Ok(None);
+        return Ok(Local::AsIs);
     }
-    local_plan(device, options)
+    Ok(match local_plan(device, options)? {
+        None | Some(ExportPlan::AsIs) => Local::AsIs,
+        Some(ExportPlan::Relabel(target)) => Local::Relabel(target),
+        Some(ExportPlan::CopyTo(target)) => {
+            debug_assert_eq!(target, Device::CPU);
+            Local::Copy(host_copy(tensor, None, Flags::IS_COPIED).map_err(to_py_err)?)
+        }
+    })
+}
+
+/// What the importer does itself with a tensor it has taken: [`check_request`]'s verdict, with
+/// anything that can fail (the copy) already done.
+enum Local {
+    /// Nothing: the tensor is the result.
+    AsIs,
+    /// The tensor re-exported under another device (host-readable memory, relabelled).
+    Relabel(Device),
+    /// A copy of the tensor, made before it was taken; the tensor itself is released.
+    Copy(HostCopy),
 }
 
 /// Whether a producer that took the keywords served the `dl_device` asked for: one that takes
@@ -474,16 +494,15 @@ fn local_plan(device: Device, options: &ImportOptions) -> PyResult<Option<Export
     }
 }
 
-/// Carries out a [`local_plan`] on the imported tensor it was made for.
-fn serve_locally(tensor: ManagedTensor, plan: Option<ExportPlan>) -> PyResult<ManagedTensor> {
-    match plan {
-        None | Some(ExportPlan::AsIs) => Ok(tensor),
-        Some(ExportPlan::Relabel(target)) => {
+/// Carries out what [`check_request`] left to do once `tensor` is taken.
+fn serve_locally(tensor: ManagedTensor, local: Local) -> PyResult<ManagedTensor> {
+    match local {
+        Local::AsIs => Ok(tensor),
+        Local::Relabel(target) => {
             ManagedTensor::export(Reexport::relabel(tensor, target)).map_err(to_py_err)
         }
-        Some(ExportPlan::CopyTo(target)) => {
-            let copy = host_copy(&tensor, None, Flags::IS_COPIED).map_err(to_py_err)?;
-            debug_assert_eq!(target, Device::CPU);
+        Local::Copy(copy) => {
+            drop(tensor);
             ManagedTensor::export(copy).map_err(to_py_err)
         }
     }

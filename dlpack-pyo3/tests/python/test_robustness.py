@@ -52,10 +52,16 @@ def run_child(body):
         f"t = m.from_bytes(bytes(4), (2, 32, 1), [{HUGE}], strides=[0])\n"
         "try:\n    np.from_dlpack(t, copy=True)\n"
         "except MemoryError as e:\n    print('MemoryError:', e)",
-        # Our import, asked for a copy of NumPy's broadcast view.
+        # Our import, asked for a copy of NumPy's broadcast view: the copy is tried before the
+        # capsule is taken, so the capsule is left as it was and a plain import still takes it.
         f"c = np.broadcast_to(np.float32(0), ({HUGE},)).__dlpack__(max_version=(1, 0))\n"
+        "import ctypes\n"
+        "valid = ctypes.pythonapi.PyCapsule_IsValid\n"
+        "valid.argtypes = [ctypes.py_object, ctypes.c_char_p]\n"
         "try:\n    m.import_report(c, copy=True)\n"
-        "except MemoryError as e:\n    print('MemoryError:', e)",
+        "except MemoryError as e:\n    print('MemoryError:', e)\n"
+        "assert valid(c, b'dltensor_versioned') == 1, 'the refused capsule was consumed'\n"
+        f"assert m.import_report(c)['shape'] == [{HUGE}]",
         # The C exchange API's allocator.
         f"try:\n    m.exchange_allocate(m.DLPackTensor, [{HUGE}], (2, 32, 1))\n"
         "except MemoryError as e:\n    print('MemoryError:', e)",

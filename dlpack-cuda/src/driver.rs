@@ -360,7 +360,9 @@ impl CudaDriver {
         }
     }
 
-    fn query_attributes(address: usize) -> (sys::CUresult, PointerAttributes) {
+    /// Asks the driver what `address` is: its memory type, whether it is managed, its device
+    /// and, with `range`, the allocation holding it (otherwise reported as unknown, size 0).
+    fn query_attributes(address: usize, range: bool) -> (sys::CUresult, PointerAttributes) {
         use sys::CUpointer_attribute::{
             CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_IS_MANAGED,
             CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
@@ -389,12 +391,15 @@ impl CudaDriver {
             ptr::addr_of_mut!(range_start).cast(),
             ptr::addr_of_mut!(range_size).cast(),
         ];
+        // The range attributes come last, so that asking for the first three leaves them out.
+        let count = if range { 5 } else { 3 };
         // SAFETY: the driver is loaded (a `CudaDriver` exists only after `load`); both arrays
-        // hold 5 entries, and each data pointer points to a live local large enough for its
-        // attribute (see above). The address is only looked up, never dereferenced.
+        // hold 5 entries, of which `count` are passed, and each data pointer points to a live
+        // local large enough for its attribute (see above). The address is only looked up,
+        // never dereferenced.
         let result = unsafe {
             sys::cuPointerGetAttributes(
-                5,
+                count,
                 attributes.as_mut_ptr(),
                 data.as_mut_ptr(),
                 address as sys::CUdeviceptr,
@@ -484,20 +489,28 @@ impl Driver for &'static CudaDriver {
     }
 
     fn pointer_attributes(&self, address: usize) -> Result<PointerAttributes, Error> {
-        let (result, attributes) = CudaDriver::query_attributes(address);
-        match result {
-            sys::CUresult::CUDA_SUCCESS => Ok(attributes),
-            // The query wants a current context on some drivers: use device 0's and retry.
-            sys::CUresult::CUDA_ERROR_INVALID_CONTEXT => {
-                let _current = self.bind(Queue {
-                    ordinal: 0,
-                    stream: None,
-                })?;
-                let (result, attributes) = CudaDriver::query_attributes(address);
-                check(result, "cuPointerGetAttributes").map(|()| attributes)
+        let (mut result, mut attributes) = CudaDriver::query_attributes(address, true);
+        // The query wants a current context on some drivers: use device 0's and retry.
+        let _current = if result == sys::CUresult::CUDA_ERROR_INVALID_CONTEXT {
+            let current = self.bind(Queue {
+                ordinal: 0,
+                stream: None,
+            })?;
+            (result, attributes) = CudaDriver::query_attributes(address, true);
+            Some(current)
+        } else {
+            None
+        };
+        if result != sys::CUresult::CUDA_SUCCESS {
+            // The range attributes are documented for device allocations; a driver that
+            // refuses them for other memory (page-locked host memory, say) still tells its
+            // kind. The allocation is then unknown, and the span is checked against nothing.
+            let (kind_result, kind) = CudaDriver::query_attributes(address, false);
+            if kind_result == sys::CUresult::CUDA_SUCCESS {
+                return Ok(kind);
             }
-            other => check(other, "cuPointerGetAttributes").map(|()| attributes),
         }
+        check(result, "cuPointerGetAttributes").map(|()| attributes)
     }
 
     fn create_event(&self, queue: Queue<'_, Arc<CudaStream>>) -> Result<sys::CUevent, Error> {

@@ -95,7 +95,10 @@
 //!   belongs to, so for memory of the stream-ordered allocator (memory pools, what PyTorch,
 //!   CuPy and cudarc use on current GPUs) it may be the pool's reservation rather than the one
 //!   allocation: a span that overruns its allocation but stays inside the pool is then not
-//!   caught. (What the driver reports there is among what the GPU suite has yet to show.)
+//!   caught. (What the driver reports there is among what the GPU suite has yet to show.) The
+//!   driver API documents the range for device allocations only: where a driver refuses to
+//!   report it (for page-locked host memory, say), the memory kind and device are asked for
+//!   again alone and still checked, and the span is not.
 //!
 //! # Status of the GPU tests
 //!

@@ -6,8 +6,10 @@
 //!
 //! The suite runs twice: with stream-ordered allocation (memory pools, what current GPUs
 //! offer), then, in a child process, without (`cuMemAlloc` and `cuMemFree`, what cudarc falls
-//! back to on drivers without pools) and with pointer queries that fail on a thread without a
-//! current context (as on some drivers; the crate retries in device 0's context).
+//! back to on drivers without pools), with pointer queries that fail on a thread without a
+//! current context (as on some drivers; the crate retries in device 0's context) and with
+//! pointer queries that fail when they ask pinned memory for its range (the driver API
+//! documents the range for device allocations only; the crate asks again without it).
 //!
 //! The stand-in is built with `cargo build -p dlpack-cuda-test-driver`, or taken from
 //! `DLPACK_CUDA_TEST_DRIVER` (a path). It is opened by its path before any driver call; its
@@ -30,6 +32,9 @@ const POOLS_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_POOLS";
 /// Set to `1` in that child too: pointer queries then need a current context, as on some
 /// drivers (the crate retries with device 0's context).
 const ATTRIBUTES_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT";
+/// Set to `0` in that child too: pointer queries then fail when they ask pinned memory for its
+/// range (the crate asks again for the memory kind alone).
+const HOST_RANGES_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_HOST_RANGES";
 
 /// `LiveObjects` of the test driver (test-driver/src/lib.rs).
 #[repr(C)]
@@ -52,6 +57,7 @@ struct CallCounts {
     stream_waits: u64,
     context_synchronizations: u64,
     context_less_pointer_queries: u64,
+    host_range_refusals: u64,
 }
 
 /// The stand-in's test-support exports.
@@ -109,12 +115,18 @@ fn main() -> ExitCode {
         .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
     let pools = std::env::var(POOLS_VAR).as_deref() != Ok("0");
     let context_less_queries = std::env::var(ATTRIBUTES_VAR).as_deref() == Ok("1");
-    let mode = match (pools, context_less_queries) {
-        (true, false) => "with memory pools",
-        (false, false) => "without memory pools",
-        (true, true) => "with memory pools, pointer queries needing a context",
-        (false, true) => "without memory pools, pointer queries needing a context",
-    };
+    let no_host_ranges = std::env::var(HOST_RANGES_VAR).as_deref() == Ok("0");
+    let mut mode = String::from(if pools {
+        "with memory pools"
+    } else {
+        "without memory pools"
+    });
+    if context_less_queries {
+        mode.push_str(", pointer queries needing a context");
+    }
+    if no_host_ranges {
+        mode.push_str(", no ranges for pinned memory");
+    }
     let suite = format!("{SUITE}, {mode}");
 
     load_driver().unwrap_or_else(|e| panic!("{suite}: the stand-in did not load: {e}"));
@@ -189,6 +201,13 @@ fn main() -> ExitCode {
         );
         code = ExitCode::FAILURE;
     }
+    if no_host_ranges && outcome.ran == suite::CASES.len() && calls.host_range_refusals == 0 {
+        println!(
+            "{suite}: FAILED: no pointer query asked pinned memory for its range, so the query \
+             without the range did not run"
+        );
+        code = ExitCode::FAILURE;
+    }
 
     // The same cases without memory pools, and with pointer queries that need a current
     // context, in a process of their own (the stand-in reads its switches once).
@@ -197,6 +216,7 @@ fn main() -> ExitCode {
             .args(test_args())
             .env(POOLS_VAR, "0")
             .env(ATTRIBUTES_VAR, "1")
+            .env(HOST_RANGES_VAR, "0")
             .env("DLPACK_CUDA_TEST_DRIVER", &path)
             .status()
             .expect("running this test binary again without memory pools");

@@ -31,6 +31,9 @@
 //!   and for a pointer it did not allocate memory type 0 and device ordinal -2, as the real
 //!   driver does. With `DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT=1` it answers
 //!   `CUDA_ERROR_INVALID_CONTEXT` on a thread without a current context, as some drivers do.
+//!   With `DLPACK_CUDA_TEST_DRIVER_HOST_RANGES=0` it answers `CUDA_ERROR_INVALID_VALUE` to a
+//!   query that asks pinned memory for its range, which the driver API documents only for
+//!   device allocations.
 //! - **Streams are asynchronous.** Each stream runs its work in order on a thread of its own, so
 //!   a missing synchronisation shows up as wrong data or a failed check rather than passing by
 //!   luck. An event's recording is a stream position; `cuStreamWaitEvent` makes a stream wait
@@ -381,6 +384,10 @@ struct State {
     /// Pointer queries need a current context (`DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT`
     /// is `1`), as on some drivers.
     attributes_need_context: bool,
+    /// Pointer queries that ask pinned memory for its range fail with
+    /// `CUDA_ERROR_INVALID_VALUE` (`DLPACK_CUDA_TEST_DRIVER_HOST_RANGES` is `0`): the driver API
+    /// documents the range attributes for device allocations only.
+    host_ranges_refused: bool,
     /// Destroyed streams whose threads `settle` has not joined yet.
     closed: Vec<Arc<Stream>>,
 }
@@ -392,6 +399,7 @@ struct Calls {
     stream_waits: AtomicU64,
     context_synchronizations: AtomicU64,
     context_less_pointer_queries: AtomicU64,
+    host_range_refusals: AtomicU64,
 }
 
 struct Driver {
@@ -439,6 +447,9 @@ fn driver() -> &'static Driver {
                 )
                 .as_deref()
                     == Ok("1"),
+                host_ranges_refused: std::env::var("DLPACK_CUDA_TEST_DRIVER_HOST_RANGES")
+                    .as_deref()
+                    == Ok("0"),
                 closed: Vec::new(),
             }),
             refused: AtomicU64::new(0),
@@ -1022,6 +1033,26 @@ pub unsafe extern "C" fn cuPointerGetAttributes(
                 .fetch_add(1, Ordering::Relaxed);
             return CUDA_ERROR_INVALID_CONTEXT;
         }
+        let asks_range = !attributes.is_null()
+            && (0..count as usize).any(|i| {
+                // SAFETY: `attributes` holds `count` entries (the caller's contract).
+                let attribute = unsafe { *attributes.add(i) };
+                matches!(attribute, ATTRIBUTE_RANGE_START_ADDR | ATTRIBUTE_RANGE_SIZE)
+            });
+        if state.initialised
+            && state.host_ranges_refused
+            && asks_range
+            && state
+                .allocation_at(address as usize)
+                .is_some_and(|(_, a)| a.kind == Kind::Pinned)
+        {
+            // A driver's answer, not a misuse: not counted as a refusal.
+            driver()
+                .calls
+                .host_range_refusals
+                .fetch_add(1, Ordering::Relaxed);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
     }
     entry("cuPointerGetAttributes", || {
         if attributes.is_null() || data.is_null() {
@@ -1572,6 +1603,9 @@ pub struct CallCounts {
     /// `cuPointerGetAttributes` calls answered `CUDA_ERROR_INVALID_CONTEXT` for want of a
     /// current context (only with `DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT=1`).
     pub context_less_pointer_queries: u64,
+    /// `cuPointerGetAttributes` calls answered `CUDA_ERROR_INVALID_VALUE` because they asked
+    /// pinned memory for its range (only with `DLPACK_CUDA_TEST_DRIVER_HOST_RANGES=0`).
+    pub host_range_refusals: u64,
 }
 
 /// Counts calls that leave no object behind, into `out` of `size` bytes: -1 for a NULL `out` or
@@ -1590,6 +1624,7 @@ pub unsafe extern "C" fn dlpack_cuda_test_driver_calls(out: *mut CallCounts, siz
         stream_waits: calls.stream_waits.load(Ordering::Relaxed),
         context_synchronizations: calls.context_synchronizations.load(Ordering::Relaxed),
         context_less_pointer_queries: calls.context_less_pointer_queries.load(Ordering::Relaxed),
+        host_range_refusals: calls.host_range_refusals.load(Ordering::Relaxed),
     };
     // SAFETY: as in `dlpack_cuda_test_driver_live`.
     unsafe { out.write(counts) };

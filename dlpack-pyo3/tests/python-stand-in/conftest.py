@@ -66,6 +66,7 @@ class Calls(ctypes.Structure):
             "stream_waits",
             "context_synchronizations",
             "context_less_pointer_queries",
+            "host_range_refusals",
         )
     ]
 

@@ -10,6 +10,9 @@ use crate::{Element, Error};
 /// Element offsets (in elements, from the first element) of every index, in row-major order:
 /// what [`CheckedTensor::element_offsets`](crate::CheckedTensor::element_offsets) returns.
 ///
+/// The walk costs the same whatever the number of axes: size-1 axes, which never move, are left
+/// out, and neighbouring axes that step like one (a compact row-major pair) are walked as one.
+///
 /// ```
 /// use dlpack_core::ManagedTensor;
 ///
@@ -20,21 +23,51 @@ use crate::{Element, Error};
 /// ```
 #[derive(Clone, Debug)]
 pub struct Offsets<'a> {
-    shape: &'a [i64],
-    strides: &'a [i64],
-    index: Vec<i64>,
+    /// The axes that move, outermost first, each with its index in the walk.
+    axes: Vec<Axis>,
     offset: isize,
     remaining: usize,
+    _tensor: PhantomData<&'a [i64]>,
+}
+
+/// One axis of an [`Offsets`] walk.
+#[derive(Clone, Copy, Debug)]
+struct Axis {
+    size: usize,
+    stride: isize,
+    index: usize,
 }
 
 impl<'a> Offsets<'a> {
+    /// The walk over `len` indices of `shape` (whose sizes multiply to `len`) with `strides`.
     pub(crate) fn new(shape: &'a [i64], strides: &'a [i64], len: usize) -> Self {
+        let mut axes: Vec<Axis> = Vec::new();
+        if len > 1 {
+            for (&size, &stride) in shape.iter().zip(strides) {
+                // With `len` indices in all, every size is at least 1 and fits usize.
+                let (size, stride) = (size as usize, stride as isize);
+                if size == 1 {
+                    continue;
+                }
+                match axes.last_mut() {
+                    // The outer axis steps over exactly one run of this one: they walk as one.
+                    Some(outer) if (size as isize).checked_mul(stride) == Some(outer.stride) => {
+                        outer.size *= size;
+                        outer.stride = stride;
+                    }
+                    _ => axes.push(Axis {
+                        size,
+                        stride,
+                        index: 0,
+                    }),
+                }
+            }
+        }
         Offsets {
-            shape,
-            strides,
-            index: vec![0; shape.len()],
+            axes,
             offset: 0,
             remaining: len,
+            _tensor: PhantomData,
         }
     }
 }
@@ -50,18 +83,19 @@ impl Iterator for Offsets<'_> {
         let current = self.offset;
         if self.remaining > 0 {
             // Advance the odometer. Every partial sum is the offset of a valid index, which the
-            // validated span bounds, so wrapping arithmetic never actually wraps.
-            for axis in (0..self.shape.len()).rev() {
-                let stride = self.strides[axis] as isize;
-                if self.index[axis] + 1 < self.shape[axis] {
-                    self.index[axis] += 1;
-                    self.offset = self.offset.wrapping_add(stride);
+            // validated span bounds, so wrapping arithmetic never actually wraps. Every axis
+            // here has at least two indices, so this loop takes fewer than two steps per
+            // element on average.
+            for axis in self.axes.iter_mut().rev() {
+                if axis.index + 1 < axis.size {
+                    axis.index += 1;
+                    self.offset = self.offset.wrapping_add(axis.stride);
                     break;
                 }
                 self.offset = self
                     .offset
-                    .wrapping_sub((self.index[axis] as isize).wrapping_mul(stride));
-                self.index[axis] = 0;
+                    .wrapping_sub((axis.index as isize).wrapping_mul(axis.stride));
+                axis.index = 0;
             }
         }
         Some(current)
@@ -466,5 +500,86 @@ impl<T: Element + fmt::Debug> fmt::Debug for TensorViewMut<'_, T> {
             .field("strides", &self.raw.strides)
             .field("ptr", &self.raw.ptr)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Offsets;
+
+    /// The offsets of every index in row-major order, one axis at a time.
+    fn naive(shape: &[i64], strides: &[i64]) -> Vec<isize> {
+        let len: usize = shape.iter().map(|&d| d as usize).product();
+        (0..len)
+            .map(|mut flat| {
+                let mut offset = 0isize;
+                for (&d, &s) in shape.iter().zip(strides).rev() {
+                    offset += (flat % d as usize) as isize * s as isize;
+                    flat /= d as usize;
+                }
+                offset
+            })
+            .collect()
+    }
+
+    #[track_caller]
+    fn walk(shape: &[i64], strides: &[i64], axes: usize) {
+        let len = shape.iter().map(|&d| d as usize).product();
+        let offsets = Offsets::new(shape, strides, len);
+        assert_eq!(offsets.axes.len(), axes, "{shape:?} {strides:?}");
+        assert_eq!(offsets.len(), len);
+        assert_eq!(offsets.collect::<Vec<_>>(), naive(shape, strides));
+    }
+
+    #[test]
+    fn the_walk_leaves_out_size_1_axes_and_joins_axes_that_step_as_one() {
+        // A compact row-major layout is one axis, whatever its rank.
+        walk(&[2, 3, 4], &[12, 4, 1], 1);
+        walk(&[2, 1, 3, 1, 4], &[12, 99, 4, -7, 1], 1);
+        // 1000 size-1 axes leave the walk as it was.
+        let mut shape = vec![5i64, 3];
+        let mut strides = vec![2i64, -3];
+        shape.extend([1; 1000]);
+        strides.extend([1; 1000]);
+        walk(&shape, &strides, 2);
+        // Transposed, flipped, broadcast and overlapping layouts.
+        walk(&[3, 4], &[1, 3], 2);
+        walk(&[3, 4], &[-4, -1], 1);
+        walk(&[3, 4], &[0, 1], 2);
+        walk(&[3, 4], &[0, 0], 1);
+        walk(&[2, 3, 4], &[0, 4, 1], 2);
+        walk(&[4, 4], &[1, 1], 2);
+        walk(&[2, 2, 2], &[4, 2, 1], 1);
+        walk(&[2, 2, 2], &[1, 2, 4], 3);
+        // No walk at all for one index or none.
+        walk(&[1, 1], &[5, 7], 0);
+        walk(&[], &[], 0);
+        assert_eq!(Offsets::new(&[3, 0], &[1, 1], 0).count(), 0);
+    }
+
+    #[test]
+    fn every_small_layout_walks_as_the_naive_odometer() {
+        // Under Miri, which runs this a thousand times slower, fewer sizes and strides.
+        let (sizes, strides): (&[i64], &[i64]) = if cfg!(miri) {
+            (&[1, 3], &[-1, 0, 2, 6])
+        } else {
+            (&[1, 2, 3], &[-3, -1, 0, 1, 2, 6])
+        };
+        for &a in sizes {
+            for &b in sizes {
+                for &c in sizes {
+                    for &x in strides {
+                        for &y in strides {
+                            for &z in strides {
+                                let (shape, st) = ([a, b, c], [x, y, z]);
+                                let len = (a * b * c) as usize;
+                                let got: Vec<_> = Offsets::new(&shape, &st, len).collect();
+                                assert_eq!(got, naive(&shape, &st), "{shape:?} {st:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

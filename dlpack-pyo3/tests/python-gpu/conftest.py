@@ -1,4 +1,4 @@
-"""Set-up of dlpack-pyo3's CUDA tests (PyTorch and CuPy against the Rust CUDA path).
+"""Set-up of dlpack-pyo3's CUDA tests (PyTorch, CuPy and JAX against the Rust CUDA path).
 
 The test module must be built with its `cuda` feature (scripts/steps/pyo3.check.sh does:
 ``PYO3_BUILD_EXTENSION_MODULE=1 cargo build -p dlpack-pyo3-testmod --release --features cuda``)
@@ -6,8 +6,9 @@ and copied as ``dlpack_testmod.abi3.so`` into the folder named by ``DLPACK_TESTM
 
 The GPU tests run only with ``DLPACK_TEST_CUDA=1``; then a missing driver, GPU, PyTorch or CuPy
 is a failure. Without the switch they are skipped with a reason that pytest prints (``-rs``).
-This folder imports neither JAX nor the CPU tests' helpers, so it runs wherever PyTorch and
-CuPy are installed.
+This folder does not import the CPU tests' helpers, so it runs wherever PyTorch and CuPy are
+installed; JAX is optional (test_jax_cuda.py skips without it, and fails under
+``DLPACK_TEST_CUDA=1`` only when JAX imports without a GPU backend).
 """
 
 import os

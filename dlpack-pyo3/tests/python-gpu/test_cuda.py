@@ -87,8 +87,11 @@ def test_a_producer_stream_and_a_consumer_stream_are_ordered(m, torch):
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         t = torch.ones(1 << 22, dtype=torch.float32, device="cuda")
-        for _ in range(20):
-            t.mul_(1.0)
+        # About half a second of GPU time before the last write (PyTorch's own DLPack stream
+        # test does the same), so that the write is still pending when the import starts: a
+        # missing handshake then reads 1.0, not 3.0.
+        torch.cuda._sleep(1 << 30)
         t.add_(2.0)
+        assert not side.query(), "the producer's work finished before the import began"
         r = m.cuda_import_report(t)
     assert set(r["values"]) == {3.0}

@@ -7,6 +7,7 @@ use crate::attr::{Errors, Role};
 /// Records every mistake in how the struct's parts fit together.
 pub(crate) fn check(input: &Input<'_>, errors: &mut Errors) {
     check_lifetimes(input, errors);
+    check_generic_names(input, errors);
     check_packed(input, errors);
     if input.style == Style::Tuple && input.fields.iter().all(|f| f.attrs.role.get().is_none()) {
         errors.spanned(
@@ -65,6 +66,26 @@ fn check_lifetimes(input: &Input<'_>, errors: &mut Errors) {
             format_args!(
                 "#[derive(DLPack)] needs a struct that owns its data: a managed tensor may outlive any borrow, so the struct cannot have the lifetime parameter `{}`",
                 lifetime.lifetime
+            ),
+        );
+    }
+}
+
+/// The generated code names dlpack-core through the alias `__dlpack` and binds locals named
+/// `__data`, `__shape`, ...: a type parameter of that name would hide the alias, and a const
+/// parameter would turn a binding into a pattern, both with errors inside the generated code
+/// that do not point at the cause. Names starting with `__` are reserved for it instead.
+fn check_generic_names(input: &Input<'_>, errors: &mut Errors) {
+    let names = input.generics.params.iter().filter_map(|param| match param {
+        syn::GenericParam::Type(param) => Some(&param.ident),
+        syn::GenericParam::Const(param) => Some(&param.ident),
+        syn::GenericParam::Lifetime(_) => None,
+    });
+    for name in names.filter(|name| name.to_string().starts_with("__")) {
+        errors.spanned(
+            name,
+            format_args!(
+                "#[derive(DLPack)] reserves generic parameter names that start with `__` for its generated code (`__dlpack`, `__data`, ...), which `{name}` would clash with; rename the parameter"
             ),
         );
     }

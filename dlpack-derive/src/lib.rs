@@ -232,7 +232,8 @@
 //! Type and const parameters work (`struct Tensor<T: Element>`, `[usize; N]`). The impls
 //! require of each role field's type what its role needs (`B: Buffer`, `S: Dims`, ...) and of
 //! the struct `Send + 'static`, so a parameter needs no bounds of its own. Lifetime parameters
-//! are refused: a managed tensor may outlive any borrow.
+//! are refused: a managed tensor may outlive any borrow. Parameter names starting with `__`
+//! are refused too: they are reserved for the generated code's own names.
 //!
 //! The output is one `const _: () = { ... };` that names everything by absolute path, through
 //! the facade path, and compiles under `#![no_implicit_prelude]` next to items named like

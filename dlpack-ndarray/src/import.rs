@@ -334,19 +334,42 @@ fn reclaim_as<T: Element, D: Dimension + 'static, E: Dimension + 'static>(
     tensor: ManagedTensor,
 ) -> Result<Reclaimed<T, D>, Error> {
     match tensor.reclaim::<OwnedArray<T, E>>() {
-        Ok(producer) => {
-            let array = producer.into_inner();
-            let found = array.ndim();
-            array
-                .into_dimensionality::<D>()
-                .map(Ok)
-                .map_err(|_| Error::NdimMismatch {
-                    found,
-                    expected: D::NDIM.unwrap_or(found),
-                })
-        }
+        Ok(producer) => into_dimension(producer.into_inner()).map(Ok),
         Err(tensor) => Ok(Err(tensor)),
     }
+}
+
+/// Takes back the [`SharedArray<T, E>`] this crate exported, as an `Array<T, D>`
+/// ([`ArcArray::into_owned`](ndarray::ArrayBase::into_owned): the same memory unless other
+/// clones share it), if the tensor holds one; the caller has checked that `D` fits the ndim.
+fn reclaim_shared_as<T: Element, D: Dimension + 'static, E: Dimension + 'static>(
+    tensor: ManagedTensor,
+) -> Result<Reclaimed<T, D>, Error> {
+    match tensor.reclaim::<SharedArray<T, E>>() {
+        Ok(producer) => into_dimension(producer.into_inner().into_owned()).map(Ok),
+        Err(tensor) => Ok(Err(tensor)),
+    }
+}
+
+/// Either of the two, under the dimension type `E`.
+fn reclaim_either<T: Element, D: Dimension + 'static, E: Dimension + 'static>(
+    tensor: ManagedTensor,
+) -> Result<Reclaimed<T, D>, Error> {
+    match reclaim_as::<T, D, E>(tensor)? {
+        Ok(array) => Ok(Ok(array)),
+        Err(tensor) => reclaim_shared_as::<T, D, E>(tensor),
+    }
+}
+
+/// An array of the tensor's ndim under the dimension type `D` (which the caller checked fits).
+fn into_dimension<T, D: Dimension, E: Dimension>(array: Array<T, E>) -> Result<Array<T, D>, Error> {
+    let found = array.ndim();
+    array
+        .into_dimensionality::<D>()
+        .map_err(|_| Error::NdimMismatch {
+            found,
+            expected: D::NDIM.unwrap_or(found),
+        })
 }
 
 /// Taking an owned array out of an imported tensor: without a copy when possible.
@@ -375,7 +398,8 @@ pub trait IntoArray {
     /// Without a copy, in this order: an [`Array`] exported by this crate
     /// ([`IntoDLPack`](crate::IntoDLPack)) comes back as itself, with its own layout (also under
     /// another dimension type of the same ndim, `Ix2` <-> `IxDyn`); an [`ArcArray`] export
-    /// comes back through [`ArcArray::into_owned`], which copies only if other clones share it;
+    /// comes back through [`ArcArray::into_owned`], which copies only if other clones share it
+    /// (under another dimension type too);
     /// a compact row-major CPU tensor whose producer owns its elements as a `Vec` (a `Vec` or
     /// `Box<[T]>` export, an ndarray in standard layout) gives that `Vec` up
     /// ([`ManagedTensor::into_vec`]). Anything else is copied into a new standard-layout array.
@@ -390,30 +414,26 @@ pub trait IntoArray {
 impl IntoArray for ManagedTensor {
     fn into_array<T: Element, D: Dimension + 'static>(self) -> Result<Array<T, D>, Error> {
         check_ndim::<D>(self.ndim())?;
-        let tensor = match reclaim_as::<T, D, D>(self)? {
+        let tensor = match reclaim_either::<T, D, D>(self)? {
             Ok(array) => return Ok(array),
-            Err(tensor) => tensor,
-        };
-        let tensor = match tensor.reclaim::<SharedArray<T, D>>() {
-            Ok(shared) => return Ok(shared.into_inner().into_owned()),
             Err(tensor) => tensor,
         };
         // The same array under another dimension type (exported as Array2, asked as ArrayD).
         let tensor = match tensor.ndim() {
-            0 => reclaim_as::<T, D, Ix0>(tensor)?,
-            1 => reclaim_as::<T, D, Ix1>(tensor)?,
-            2 => reclaim_as::<T, D, Ix2>(tensor)?,
-            3 => reclaim_as::<T, D, Ix3>(tensor)?,
-            4 => reclaim_as::<T, D, Ix4>(tensor)?,
-            5 => reclaim_as::<T, D, Ix5>(tensor)?,
-            6 => reclaim_as::<T, D, Ix6>(tensor)?,
+            0 => reclaim_either::<T, D, Ix0>(tensor)?,
+            1 => reclaim_either::<T, D, Ix1>(tensor)?,
+            2 => reclaim_either::<T, D, Ix2>(tensor)?,
+            3 => reclaim_either::<T, D, Ix3>(tensor)?,
+            4 => reclaim_either::<T, D, Ix4>(tensor)?,
+            5 => reclaim_either::<T, D, Ix5>(tensor)?,
+            6 => reclaim_either::<T, D, Ix6>(tensor)?,
             _ => Err(tensor),
         };
         let tensor = match tensor {
             Ok(array) => return Ok(array),
             Err(tensor) => tensor,
         };
-        let tensor = match reclaim_as::<T, D, IxDyn>(tensor)? {
+        let tensor = match reclaim_either::<T, D, IxDyn>(tensor)? {
             Ok(array) => return Ok(array),
             Err(tensor) => tensor,
         };

@@ -76,11 +76,15 @@ fn check_lifetimes(input: &Input<'_>, errors: &mut Errors) {
 /// parameter would turn a binding into a pattern, both with errors inside the generated code
 /// that do not point at the cause. Names starting with `__` are reserved for it instead.
 fn check_generic_names(input: &Input<'_>, errors: &mut Errors) {
-    let names = input.generics.params.iter().filter_map(|param| match param {
-        syn::GenericParam::Type(param) => Some(&param.ident),
-        syn::GenericParam::Const(param) => Some(&param.ident),
-        syn::GenericParam::Lifetime(_) => None,
-    });
+    let names = input
+        .generics
+        .params
+        .iter()
+        .filter_map(|param| match param {
+            syn::GenericParam::Type(param) => Some(&param.ident),
+            syn::GenericParam::Const(param) => Some(&param.ident),
+            syn::GenericParam::Lifetime(_) => None,
+        });
     for name in names.filter(|name| name.to_string().starts_with("__")) {
         errors.spanned(
             name,

@@ -1,0 +1,450 @@
+//! Edge cases beside `layout_matrix.rs`: exports of Fortran, sliced, reversed, 0-d, empty and
+//! broadcast arrays; imports of hostile layouts into views, copies and owned arrays; zero-copy
+//! claims checked by pointer identity, copies by the `IS_COPIED` flag. (From a review of the
+//! crate; each test asserts the documented behaviour.)
+
+use dlpack_core::{Element, Error, Export, ExportDesc, Flags, ManagedTensor, describe_buffer};
+use dlpack_ndarray::{
+    AsArray, AsArrayMut, ImportedArray, IntoArray, IntoDLPack, OwnedArray, SharedArray, ToDLPack,
+    export_view,
+};
+use ndarray::{
+    ArcArray, Array, Array0, Array1, Array2, ArrayD, ArrayView2, ArrayViewD, Axis, Dimension, Ix0,
+    Ix1, Ix2, Ix3, IxDyn, ShapeBuilder, array, s,
+};
+
+/// A foreign-like producer: a Vec with any shape, strides and byte offset over it (checked
+/// against the Vec's allocation by the export).
+struct Strided<T> {
+    data: Vec<T>,
+    shape: Vec<i64>,
+    strides: Vec<i64>,
+    offset: u64,
+    read_only: bool,
+}
+
+// SAFETY: `describe_buffer` names the Vec's allocation; the export refuses anything outside it.
+unsafe impl<T: Element> Export for Strided<T> {
+    fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        let d = describe_buffer(
+            &mut self.data,
+            &self.shape,
+            Some(&self.strides),
+            self.offset,
+            shape,
+            strides,
+        );
+        if self.read_only { d.read_only() } else { d }
+    }
+}
+
+fn strided<T: Element>(
+    data: Vec<T>,
+    shape: &[i64],
+    strides: &[i64],
+    first: usize,
+) -> ManagedTensor {
+    ManagedTensor::export(Strided {
+        data,
+        shape: shape.to_vec(),
+        strides: strides.to_vec(),
+        offset: (first * size_of::<T>()) as u64,
+        read_only: false,
+    })
+    .expect("a layout inside the buffer")
+}
+
+fn counting(n: usize) -> Vec<i32> {
+    (0..n as i32).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export
+
+#[test]
+fn fortran_sliced_negative_array_exports_its_layout_and_reclaims_the_same_memory() {
+    // Fortran order, then reversed along axis 1 and stepped along axis 0.
+    let a = Array::from_shape_vec((4, 6).f(), counting(24)).unwrap();
+    let a = a.slice_move(s![..;2, ..;-1]);
+    let expected = a.clone();
+    let first = a.as_ptr();
+    let (shape, strides) = (a.shape().to_vec(), a.strides().to_vec());
+    let tensor = a.into_dlpack().unwrap();
+    assert_eq!(tensor.shape(), &[shape[0] as i64, shape[1] as i64]);
+    assert_eq!(tensor.strides(), &[strides[0] as i64, strides[1] as i64]);
+    assert_eq!(tensor.view::<i32>().unwrap().as_ptr(), first);
+    // Core agrees on every element.
+    let view: ArrayView2<i32> = tensor.as_array_view().unwrap();
+    assert_eq!(view, expected);
+    assert_eq!(view.as_ptr(), first);
+    // into_vec must refuse (not row-major) and leave the tensor intact.
+    let tensor = tensor.into_vec::<i32>().unwrap_err();
+    let back: Array2<i32> = tensor.into_array().unwrap();
+    assert_eq!(back.as_ptr(), first);
+    assert_eq!(back, expected);
+    assert_eq!(back.strides(), &strides[..]);
+}
+
+#[test]
+fn zero_d_array_round_trips_through_every_import() {
+    let a = Array0::from_elem((), 7.5f64);
+    let address = a.as_ptr();
+    let tensor = a.into_dlpack().unwrap();
+    assert_eq!(tensor.ndim(), 0);
+    assert_eq!(tensor.as_array_view::<f64, Ix0>().unwrap()[()], 7.5);
+    assert_eq!(tensor.as_array_view::<f64, IxDyn>().unwrap().ndim(), 0);
+    assert_eq!(
+        tensor
+            .to_array::<f64, IxDyn>()
+            .unwrap()
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [7.5]
+    );
+    let back: ArrayD<f64> = tensor.into_array().unwrap();
+    assert_eq!(back.as_ptr(), address);
+    assert_eq!(back.ndim(), 0);
+    // A 0-d export gives its Vec up.
+    let v = Array0::from_elem((), 3u8)
+        .into_dlpack()
+        .unwrap()
+        .into_vec::<u8>()
+        .unwrap();
+    assert_eq!(v, [3]);
+}
+
+#[test]
+fn an_empty_slice_in_the_middle_of_its_vec_round_trips() {
+    let a = Array1::from_vec(counting(10)).slice_move(s![5..5]);
+    assert_eq!(a.len(), 0);
+    let tensor = a.into_dlpack().unwrap();
+    assert_eq!(tensor.shape(), &[0]);
+    assert_eq!(tensor.to_vec::<i32>().unwrap(), Vec::<i32>::new());
+    let back: Array1<i32> = tensor.into_array().unwrap();
+    assert_eq!(back.len(), 0);
+
+    // A 2-d empty array with a non-trivial other axis, Fortran order.
+    let e = Array2::<f32>::zeros((0, 5).f());
+    let tensor = e.into_dlpack().unwrap();
+    assert_eq!(tensor.shape(), &[0, 5]);
+    assert!(tensor.is_row_major_contiguous());
+    let v: ArrayView2<f32> = tensor.as_array_view().unwrap();
+    assert_eq!(v.shape(), &[0, 5]);
+    let back: Array2<f32> = tensor.into_array().unwrap();
+    assert_eq!(back.shape(), &[0, 5]);
+}
+
+#[test]
+fn an_empty_array_with_huge_other_axes_round_trips() {
+    // ndarray allows a zero axis next to large sizes (their product must fit isize).
+    let big = isize::MAX as usize / 3;
+    let a = Array::<u8, _>::from_shape_vec((0, big, 3), vec![]).unwrap();
+    let tensor = a.into_dlpack().unwrap();
+    assert_eq!(tensor.shape(), &[0, big as i64, 3]);
+    let view = tensor.as_array_view::<u8, Ix3>().unwrap();
+    assert_eq!(view.shape(), &[0, big, 3]);
+    let copy = tensor.to_array::<u8, IxDyn>().unwrap();
+    assert_eq!(copy.shape(), &[0, big, 3]);
+    let back: Array<u8, Ix3> = tensor.into_array().unwrap();
+    assert_eq!(back.shape(), &[0, big, 3]);
+}
+
+#[test]
+fn a_unique_arc_array_comes_back_without_a_copy_and_a_shared_one_is_copied() {
+    let shared = ArcArray::from_shape_vec((3, 4), counting(12)).unwrap();
+    let sliced = shared.slice(s![.., ..;2]).to_shared(); // a copy (to_shared of a view)
+    drop(shared);
+    let address = sliced.as_ptr();
+    let tensor = sliced.into_dlpack().unwrap();
+    assert!(tensor.is_read_only());
+    let back: Array2<i32> = tensor.into_array().unwrap();
+    assert_eq!(back.as_ptr(), address, "a unique ArcArray is not copied");
+
+    let shared = ArcArray::from_shape_vec((2, 2), counting(4)).unwrap();
+    let tensor = shared.clone().into_dlpack().unwrap();
+    let mut back: Array2<i32> = tensor.into_array().unwrap();
+    assert_ne!(
+        back.as_ptr(),
+        shared.as_ptr(),
+        "a shared ArcArray is copied"
+    );
+    back[[0, 0]] = 100;
+    assert_eq!(shared[[0, 0]], 0);
+}
+
+#[test]
+fn a_unique_arc_array_under_another_dimension_type_comes_back_without_a_copy() {
+    // The doc of `into_array` promises the ArcArray path (`into_owned`, which copies only when
+    // shared); the Array path works under another dimension type of the same ndim.
+    let shared = ArcArray::from_shape_vec((3, 4), counting(12)).unwrap();
+    let address = shared.as_ptr();
+    let tensor = shared.into_dlpack().unwrap();
+    let back: ArrayD<i32> = tensor.into_array().unwrap();
+    assert_eq!(back.as_ptr(), address);
+}
+
+#[test]
+fn shared_array_reclaim_and_into_inner_keep_the_layout() {
+    let a = ArcArray::from_shape_vec((3, 4).f(), counting(12)).unwrap();
+    let r = a.slice(s![..;-1, 1..]).to_shared();
+    let (ptr, strides) = (r.as_ptr(), r.strides().to_vec());
+    let tensor = ManagedTensor::export(SharedArray::new(r)).unwrap();
+    let r = tensor
+        .reclaim::<SharedArray<i32, Ix2>>()
+        .unwrap()
+        .into_inner();
+    assert_eq!((r.as_ptr(), r.strides()), (ptr, &strides[..]));
+}
+
+#[test]
+fn to_dlpack_of_a_broadcast_view_is_an_independent_c_order_copy() {
+    let a = array![1.0f32, 2.0, 3.0];
+    let b = a.broadcast((2, 3)).unwrap();
+    let tensor = b.to_dlpack().unwrap();
+    assert!(tensor.flags().contains(Flags::IS_COPIED));
+    assert_eq!(tensor.strides(), &[3, 1]);
+    assert_eq!(
+        tensor.to_vec::<f32>().unwrap(),
+        [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+    );
+    let v = tensor.into_vec::<f32>().unwrap();
+    assert_eq!(v.len(), 6);
+}
+
+#[test]
+fn export_view_of_a_broadcast_imports_back_as_a_read_only_zero_stride_view() {
+    let a = array![1i64, 2, 3];
+    let b = a.broadcast((4, 3)).unwrap();
+    // SAFETY: the tensor is dropped before `a`, which nobody writes meanwhile.
+    let mut tensor = unsafe { export_view(b).unwrap() };
+    assert_eq!(tensor.strides(), &[0, 1]);
+    let view: ArrayView2<i64> = tensor.as_array_view().unwrap();
+    assert_eq!(view.strides(), &[0, 1]);
+    assert_eq!(view.as_ptr(), a.as_ptr());
+    assert_eq!(view.sum(), 24);
+    assert!(tensor.as_array_view_mut::<i64, Ix2>().is_err());
+    let copy: Array2<i64> = tensor.into_array().unwrap();
+    assert_eq!(copy, b);
+}
+
+#[test]
+fn an_array_with_more_dimensions_than_dlpack_allows_is_refused() {
+    let a = ArrayD::<u8>::zeros(IxDyn(&[1; 1025]));
+    assert!(matches!(a.into_dlpack(), Err(Error::BadNdim { .. })));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Import
+
+/// Every layout: (name, shape, strides, first element), over a buffer of 24 counting elements.
+fn layouts() -> Vec<(&'static str, Vec<i64>, Vec<i64>, usize)> {
+    vec![
+        ("c", vec![2, 3], vec![3, 1], 0),
+        ("f", vec![2, 3], vec![1, 2], 0),
+        ("c steps", vec![2, 3], vec![12, 2], 1),
+        ("reversed rows", vec![2, 3], vec![-3, 1], 3),
+        ("reversed both", vec![2, 3], vec![-3, -1], 5),
+        ("f reversed cols", vec![2, 3], vec![1, -2], 4),
+        ("broadcast rows", vec![4, 3], vec![0, 1], 2),
+        ("broadcast cols", vec![2, 5], vec![1, 0], 2),
+        ("broadcast scalar", vec![3, 3], vec![0, 0], 7),
+        ("size-1 axis, odd strides", vec![1, 3], vec![-100, 2], 0),
+        ("size-1 axis, huge stride", vec![3, 1], vec![1, i64::MAX], 0),
+        ("size-1 axis, min stride", vec![3, 1], vec![2, i64::MIN], 0),
+        ("empty, odd strides", vec![0, 3], vec![-7, 99], 0),
+        ("3d mixed", vec![2, 2, 3], vec![-12, 1, 2], 12),
+    ]
+}
+
+/// The element of `data` at `index` under a layout, computed independently.
+fn element(data: &[i32], strides: &[i64], first: usize, index: &[usize]) -> i32 {
+    let off: i64 = index.iter().zip(strides).map(|(&i, &s)| i as i64 * s).sum();
+    data[(first as i64 + off) as usize]
+}
+
+fn expected(shape: &[i64], strides: &[i64], first: usize) -> ArrayD<i32> {
+    let data = counting(24);
+    let dim: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    ArrayD::from_shape_fn(IxDyn(&dim), |idx| {
+        element(&data, strides, first, idx.slice())
+    })
+}
+
+#[test]
+fn every_layout_imports_as_views_copies_and_imported_arrays_with_the_right_elements() {
+    for (name, shape, strides, first) in layouts() {
+        let want = expected(&shape, &strides, first);
+        let mut tensor = strided(counting(24), &shape, &strides, first);
+        let first_ptr = tensor.view::<i32>().unwrap().as_ptr();
+
+        let view: ArrayViewD<i32> = tensor.as_array_view().unwrap();
+        assert_eq!(view, want, "{name}: view");
+        if !want.is_empty() {
+            assert_eq!(view.as_ptr(), first_ptr, "{name}: a view is zero copy");
+        }
+        // Operations on the view that ndarray builds on its layout.
+        assert_eq!(view.to_owned(), want, "{name}: to_owned");
+        assert_eq!(view.t().to_owned(), want.t(), "{name}: t");
+        assert_eq!(
+            view.iter().copied().sum::<i32>(),
+            want.sum(),
+            "{name}: iter"
+        );
+        let reversed = {
+            let mut v = view.clone();
+            for ax in 0..v.ndim() {
+                v.invert_axis(Axis(ax));
+            }
+            v.to_owned()
+        };
+        let mut w = want.clone();
+        for ax in 0..w.ndim() {
+            w.invert_axis(Axis(ax));
+        }
+        assert_eq!(reversed, w, "{name}: inverted");
+        let sliced = view
+            .slice_each_axis(|_| ndarray::Slice::new(0, None, 2))
+            .to_owned();
+        assert_eq!(
+            sliced,
+            want.slice_each_axis(|_| ndarray::Slice::new(0, None, 2)),
+            "{name}: stepped slice"
+        );
+        drop(view);
+
+        assert_eq!(
+            tensor.to_array::<i32, IxDyn>().unwrap(),
+            want,
+            "{name}: to_array"
+        );
+        let overlapping = strides.iter().zip(&shape).any(|(&s, &d)| s == 0 && d > 1);
+        match tensor.as_array_view_mut::<i32, IxDyn>() {
+            Ok(mut v) => {
+                assert!(
+                    !overlapping,
+                    "{name}: a mutable view of overlapping strides"
+                );
+                assert_eq!(v, want, "{name}: view_mut");
+                v.map_inplace(|x| *x += 1000);
+            }
+            Err(e) => assert!(overlapping, "{name}: view_mut refused: {e}"),
+        }
+        let after = if overlapping {
+            want.clone()
+        } else {
+            want.mapv(|x| x + 1000)
+        };
+        let imported = ImportedArray::<i32, IxDyn>::new(tensor).unwrap();
+        assert_eq!(imported.view(), after, "{name}: ImportedArray");
+        let owned = imported.into_array().unwrap();
+        assert_eq!(owned, after, "{name}: into_array");
+        assert!(
+            owned.is_standard_layout(),
+            "{name}: a copy is standard layout"
+        );
+    }
+}
+
+#[test]
+fn fixed_dimension_imports_of_every_layout() {
+    for (name, shape, strides, first) in layouts().into_iter().filter(|l| l.1.len() == 2) {
+        let want = expected(&shape, &strides, first)
+            .into_dimensionality::<Ix2>()
+            .unwrap();
+        let tensor = strided(counting(24), &shape, &strides, first);
+        let view: ArrayView2<i32> = tensor.as_array_view().unwrap();
+        assert_eq!(view, want, "{name}");
+        let owned: Array2<i32> = tensor.into_array().unwrap();
+        assert_eq!(owned, want, "{name}");
+        let tensor = strided(counting(24), &shape, &strides, first);
+        assert_eq!(
+            tensor.as_array_view::<i32, Ix1>().unwrap_err(),
+            Error::NdimMismatch {
+                found: 2,
+                expected: 1
+            }
+        );
+    }
+}
+
+#[test]
+fn into_array_of_a_compact_vec_producer_is_zero_copy_and_of_a_partial_one_is_a_copy() {
+    // A whole-Vec 1-d export: its Vec is taken.
+    let v = counting(6);
+    let address = v.as_ptr();
+    let a: Array2<i32> = ManagedTensor::export(Strided {
+        data: v,
+        shape: vec![2, 3],
+        strides: vec![3, 1],
+        offset: 0,
+        read_only: false,
+    })
+    .unwrap()
+    .into_array()
+    .unwrap_or_else(|e| panic!("{e}"));
+    // `Strided` does not give its Vec (a hand-written producer), so this is a copy; only check
+    // the elements here.
+    assert_eq!(a, array![[0, 1, 2], [3, 4, 5]]);
+    let _ = address;
+
+    // A boxed-slice export is taken over without a copy.
+    let b: Box<[i32]> = counting(4).into_boxed_slice();
+    let address = b.as_ptr();
+    let a: Array1<i32> = ManagedTensor::export(b).unwrap().into_array().unwrap();
+    assert_eq!(a.as_ptr(), address);
+}
+
+#[test]
+fn owned_array_give_vec_keeps_the_tensor_valid_when_it_refuses() {
+    // A standard-layout array that is a contiguous run inside a larger Vec: into_vec refuses,
+    // and the tensor still reads the same elements from the same address afterwards.
+    let a = Array2::from_shape_vec((4, 3), counting(12)).unwrap();
+    let a = a.slice_move(s![1..3, ..]);
+    let address = a.as_ptr();
+    let tensor = a.into_dlpack().unwrap();
+    let tensor = tensor.into_vec::<i32>().unwrap_err();
+    let view: ArrayView2<i32> = tensor.as_array_view().unwrap();
+    assert_eq!(view.as_ptr(), address);
+    assert_eq!(view, array![[3, 4, 5], [6, 7, 8]]);
+    let back = tensor
+        .reclaim::<OwnedArray<i32, Ix2>>()
+        .unwrap()
+        .into_inner();
+    assert_eq!(back.as_ptr(), address);
+    assert_eq!(back, array![[3, 4, 5], [6, 7, 8]]);
+}
+
+#[test]
+fn a_read_only_foreign_tensor_is_an_imported_array_that_refuses_writes() {
+    let t = ManagedTensor::export(Strided {
+        data: counting(6),
+        shape: vec![3, 2],
+        strides: vec![1, 3],
+        offset: 0,
+        read_only: true,
+    })
+    .unwrap();
+    let mut imported = ImportedArray::<i32, Ix2>::new(t).unwrap();
+    assert_eq!(imported.view(), array![[0, 3], [1, 4], [2, 5]]);
+    assert_eq!(imported.view_mut().unwrap_err(), Error::ReadOnly);
+    let owned = imported.into_array().unwrap();
+    assert_eq!(owned, array![[0, 3], [1, 4], [2, 5]]);
+}
+
+#[test]
+fn legacy_export_and_import_of_a_fortran_array_keep_the_layout() {
+    let a = Array2::from_shape_vec((2, 3).f(), counting(6)).unwrap();
+    let address = a.as_ptr();
+    let raw = ManagedTensor::export_legacy(OwnedArray::new(a))
+        .unwrap()
+        .into_raw_legacy()
+        .unwrap();
+    // SAFETY: a live legacy tensor that we own.
+    let tensor = unsafe { ManagedTensor::from_raw_legacy(raw).unwrap() };
+    let back: Array2<i32> = tensor.into_array().unwrap();
+    assert_eq!(back.as_ptr(), address);
+    assert_eq!(back.strides(), &[1, 2]);
+}

@@ -27,7 +27,7 @@ use dlpack_core::{
     Export, ExportDesc, Flags, ManagedTensor, MemoryKind, PyErrorKind, Version,
 };
 use pyo3::PyClass;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::sync::PyOnceLock;
@@ -195,7 +195,9 @@ unsafe fn set_keyword_fast(
 /// `TypeError`s CPython raises for a Python function of the standard's signature
 /// `(self, *, stream=None, max_version=None, dl_device=None, copy=None)`, and for values of
 /// the wrong type (`max_version` and `dl_device` must be 2-tuples of ints, `stream` an int,
-/// `copy` a bool; `None` is always allowed).
+/// `copy` a bool; `None` is always allowed). A pair of ints that does not fit (`max_version`:
+/// two unsigned 32-bit ints; `dl_device`: two signed 32-bit ints) is an `OverflowError`, as
+/// CPython raises for an int argument out of a C type's range, and NumPy here.
 ///
 /// Names are matched by identity with interned strings first (CPython interns the keyword
 /// names written in source code), and by value only for names made at run time.
@@ -230,6 +232,19 @@ fn set_keyword(
             KEYWORDS[slot]
         ))
     };
+    let pair_error = |expected: &str, range: &str| {
+        let ints = value
+            .cast::<PyTuple>()
+            .is_ok_and(|t| t.len() == 2 && t.iter().all(|v| v.is_instance_of::<PyInt>()));
+        if ints {
+            PyOverflowError::new_err(format!(
+                "__dlpack__() argument '{}' = {value} is out of range: expected {range}",
+                KEYWORDS[slot]
+            ))
+        } else {
+            wrong_type(expected)
+        }
+    };
     match slot {
         0 => {
             parsed.stream = Some(value.extract().map_err(|_| {
@@ -250,15 +265,21 @@ fn set_keyword(
             })?)
         }
         1 => {
-            let (major, minor) = value
-                .extract()
-                .map_err(|_| wrong_type("a tuple of two ints"))?;
+            let (major, minor) = value.extract().map_err(|_| {
+                pair_error(
+                    "a tuple of two ints",
+                    "a major and a minor version in 0..2**32",
+                )
+            })?;
             parsed.max_version = Some(Version::new(major, minor));
         }
         2 => {
-            let (device_type, id) = value
-                .extract()
-                .map_err(|_| wrong_type("a tuple of two ints"))?;
+            let (device_type, id) = value.extract().map_err(|_| {
+                pair_error(
+                    "a tuple of two ints",
+                    "a device type and a device id in -2**31..2**31",
+                )
+            })?;
             parsed.dl_device = Some(Device::new(DeviceType(device_type), id));
         }
         _ => parsed.copy = Some(value.extract().map_err(|_| wrong_type("a bool"))?),

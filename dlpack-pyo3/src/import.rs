@@ -403,13 +403,17 @@ fn call_dlpack_fast<'py>(
 }
 
 /// `err`, or [`no_dlpack`]'s `TypeError` when `err` is an `AttributeError` because `obj` has
-/// no `__dlpack__` (rather than one raised inside it).
+/// no `__dlpack__` (rather than one raised inside it). The `AttributeError` is the
+/// `TypeError`'s cause: a `__dlpack__` property whose getter fails with one (a wrapper whose
+/// tensor was released, say) also looks like no `__dlpack__`, and its message must not be lost.
 fn missing(obj: &Bound<'_, PyAny>, err: PyErr) -> PyErr {
     let py = obj.py();
     if err.is_instance_of::<PyAttributeError>(py)
         && !obj.hasattr(intern!(py, "__dlpack__")).unwrap_or(true)
     {
-        no_dlpack(obj)
+        let refusal = no_dlpack(obj);
+        refusal.set_cause(py, Some(err));
+        refusal
     } else {
         err
     }

@@ -228,10 +228,14 @@ def test_max_version_is_read_alike_by_both_paths(m, balanced, max_version, name)
 
 
 @pytest.mark.parametrize("value", [(2**70, 0), (-1, 0), (1, 2**40)])
-def test_max_version_out_of_range_is_a_type_error(m, balanced, value):
+def test_max_version_out_of_range_is_an_overflow_error(m, balanced, value):
+    """A pair of ints is the right type; ints that do not fit are an OverflowError, as CPython
+    raises for an int argument out of a C type's range."""
     t = f64(m)
-    with pytest.raises(TypeError, match="max_version.*must be a tuple of two ints"):
+    with pytest.raises(OverflowError, match=r"max_version.*out of range.*0\.\.2\*\*32"):
         t.__dlpack__(max_version=value)
+    with pytest.raises(TypeError, match="max_version.*must be a tuple of two ints"):
+        t.__dlpack__(max_version=(1.0, 0))
 
 
 @pytest.mark.parametrize("copy", [True, False, np.True_, np.False_])
@@ -248,8 +252,10 @@ def test_dl_device_is_read_alike_by_both_paths(m, balanced):
     for dl_device in [(1, 0), IntPair((1, 0)), (np.int32(1), 0)]:
         capsule = t.__dlpack__(max_version=(1, 0), dl_device=dl_device)
         assert repr(capsule).startswith('<capsule object "dltensor_versioned"')
-    with pytest.raises(TypeError, match="dl_device.*must be a tuple of two ints"):
+    with pytest.raises(OverflowError, match=r"dl_device.*out of range"):
         t.__dlpack__(dl_device=(2**40, 0))
+    with pytest.raises(TypeError, match="dl_device.*must be a tuple of two ints"):
+        t.__dlpack__(dl_device=(1, "0"))
 
 
 def test_the_method_called_through_the_type_checks_its_self(m):

@@ -294,7 +294,12 @@ impl Context {
             for (root, device) in roots.iter().enumerate() {
                 collect_sub_devices(device, root, SUB_DEVICE_DEPTH, &mut sub_devices)?;
             }
-            let numbers = numbering.assign(&roots, &sub_devices)?;
+            let first = if numbering.is_driver_order() {
+                gpus_before(driver)?
+            } else {
+                0
+            };
+            let numbers = numbering.assign(&roots, &sub_devices, first)?;
             Ok((roots, sub_devices, numbers))
         });
         let (roots, sub_devices, numbers) = match devices {
@@ -410,6 +415,23 @@ impl fmt::Debug for Context {
             .field("numbers", &core.numbers)
             .finish()
     }
+}
+
+/// How many GPU root devices the drivers before `driver` in `zeDriverGet` have: where SYCL
+/// (one platform per Level Zero driver, in that order) starts numbering `driver`'s GPUs.
+fn gpus_before(driver: &Driver) -> Result<usize, Error> {
+    let mut count = 0;
+    for earlier in driver.level_zero().drivers()? {
+        if earlier.raw() == driver.raw() {
+            break;
+        }
+        for device in earlier.devices()? {
+            if device.properties()?.device_type == sys::ZE_DEVICE_TYPE_GPU {
+                count += 1;
+            }
+        }
+    }
+    Ok(count)
 }
 
 fn collect_sub_devices(

@@ -17,9 +17,13 @@ use crate::api::runtime_error;
 /// two forms:
 ///
 /// - [`DeviceNumbering::driver_order`] (the default): a root device's number is its index in
-///   `zeDeviceGet` of the context's driver, the stable order Level Zero guarantees. This matches
-///   SYCL when the Level Zero GPUs are the only SYCL devices, or come first in SYCL's list (the
-///   usual `ONEAPI_DEVICE_SELECTOR=level_zero:*` setup).
+///   `zeDeviceGet` of the context's driver (the stable order Level Zero guarantees), after the
+///   GPUs of the drivers that come before it in `zeDriverGet`. SYCL makes one platform per
+///   Level Zero driver, in that order, and lists their GPUs one platform after the other, so
+///   with two drivers (Intel's current GPU driver beside its legacy one, say) the second
+///   driver's first GPU is device 1, as in dpctl. This matches SYCL when the Level Zero GPUs
+///   are the only SYCL devices, or come first in SYCL's list (the usual
+///   `ONEAPI_DEVICE_SELECTOR=level_zero:*` setup).
 /// - [`DeviceNumbering::table`]: explicit `(device, number)` pairs for users who know the SYCL
 ///   numbering, e.g. built by matching each SYCL device's UUID (`ext::intel::info::device::uuid`)
 ///   with [`crate::DeviceProperties::uuid`]. Devices missing from the table have no number:
@@ -50,7 +54,9 @@ pub struct DeviceNumbering {
 }
 
 impl DeviceNumbering {
-    /// Root device `i` of the driver's `zeDeviceGet` order is `kDLOneAPI` device `i`.
+    /// Root device `i` of the driver's `zeDeviceGet` order is `kDLOneAPI` device `g + i`, `g`
+    /// being the number of GPU root devices of the drivers before it in `zeDriverGet` (0 for
+    /// the first driver).
     pub fn driver_order() -> Self {
         DeviceNumbering { table: None }
     }
@@ -64,12 +70,19 @@ impl DeviceNumbering {
         }
     }
 
+    /// Whether the numbers follow the driver order (and so need the GPUs of earlier drivers).
+    pub(crate) fn is_driver_order(&self) -> bool {
+        self.table.is_none()
+    }
+
     /// The number of each root device (`None`: no number), after checking the table against
-    /// the driver's root devices and their sub-devices.
+    /// the driver's root devices and their sub-devices; in driver order, numbers start at
+    /// `first`.
     pub(crate) fn assign(
         &self,
         roots: &[ZeDevice],
         sub_devices: &HashMap<usize, usize>,
+        first: usize,
     ) -> Result<Vec<Option<i32>>, Error> {
         let root_keys: Vec<usize> = roots.iter().map(|d| d.raw().addr()).collect();
         let subs: HashSet<usize> = sub_devices.keys().copied().collect();
@@ -77,7 +90,7 @@ impl DeviceNumbering {
             .table
             .as_ref()
             .map(|t| t.iter().map(|(d, id)| (d.raw().addr(), *id)).collect());
-        assign_numbers(&root_keys, &subs, table.as_deref())
+        assign_numbers(&root_keys, &subs, table.as_deref(), first)
     }
 }
 
@@ -86,15 +99,20 @@ pub(crate) fn assign_numbers(
     roots: &[usize],
     subs: &HashSet<usize>,
     table: Option<&[(usize, i32)]>,
+    first: usize,
 ) -> Result<Vec<Option<i32>>, Error> {
     let Some(table) = table else {
-        return roots
-            .iter()
-            .enumerate()
-            .map(|(i, _)| {
-                i32::try_from(i)
+        return (0..roots.len())
+            .map(|i| {
+                first
+                    .checked_add(i)
+                    .and_then(|n| i32::try_from(n).ok())
                     .map(Some)
-                    .map_err(|_| runtime_error(format!("root device {i} does not fit an i32")))
+                    .ok_or_else(|| {
+                        runtime_error(format!(
+                            "root device {i} after {first} devices of other drivers does not fit an i32"
+                        ))
+                    })
             })
             .collect();
     };
@@ -149,8 +167,24 @@ mod tests {
     #[test]
     fn driver_order_numbers_root_devices_by_position() {
         assert_eq!(
-            assign_numbers(&ROOTS, &subs(), None).unwrap(),
+            assign_numbers(&ROOTS, &subs(), None, 0).unwrap(),
             [Some(0), Some(1), Some(2)]
+        );
+    }
+
+    #[test]
+    fn driver_order_numbers_start_after_the_gpus_of_earlier_drivers() {
+        assert_eq!(
+            assign_numbers(&ROOTS, &subs(), None, 2).unwrap(),
+            [Some(2), Some(3), Some(4)]
+        );
+        let err = assign_numbers(&ROOTS, &subs(), None, i32::MAX as usize).unwrap_err();
+        assert!(err.to_string().contains("does not fit an i32"), "{err}");
+        // A table is the caller's numbering: earlier drivers do not shift it.
+        let table = [(0x200, 7)];
+        assert_eq!(
+            assign_numbers(&ROOTS, &subs(), Some(&table), 2).unwrap(),
+            [None, Some(7), None]
         );
     }
 
@@ -158,7 +192,7 @@ mod tests {
     fn a_table_numbers_listed_devices_and_leaves_the_rest_unnumbered() {
         let table = [(0x300, 7), (0x100, 2)];
         assert_eq!(
-            assign_numbers(&ROOTS, &subs(), Some(&table)).unwrap(),
+            assign_numbers(&ROOTS, &subs(), Some(&table), 0).unwrap(),
             [Some(2), None, Some(7)]
         );
     }
@@ -179,7 +213,7 @@ mod tests {
             ),
         ];
         for (table, needle) in cases {
-            let err = assign_numbers(&ROOTS, &subs(), Some(table)).unwrap_err();
+            let err = assign_numbers(&ROOTS, &subs(), Some(table), 0).unwrap_err();
             assert!(err.to_string().contains(needle), "{table:?}: {err}");
         }
     }

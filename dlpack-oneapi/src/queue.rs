@@ -23,9 +23,14 @@ const EVENTS_PER_POOL: u32 = 32;
 /// A Level Zero immediate command list on one device, with a pool of host-visible events: the
 /// oneAPI counterpart of a CUDA stream.
 ///
-/// Commands run in the order they are appended. Every method here that reads or writes host
-/// memory waits for its command before returning; [`Queue::make_ready_for`] orders another
-/// queue after this one without blocking the host.
+/// Level Zero starts a list's commands in the order they are appended but does not promise that
+/// they finish in that order (its programming guide, "Execution Barriers"): only a barrier
+/// orders what follows it after what came before. So every copy this crate appends comes after
+/// a barrier, and sees everything appended before it, work appended through [`Queue::raw`]
+/// included; such work must put its own barrier (or wait events) before what depends on
+/// earlier commands. Every method here that reads or writes host memory waits for its command
+/// before returning; [`Queue::make_ready_for`] orders another queue after this one without
+/// blocking the host.
 ///
 /// When that wait fails (a lost device) and the command's event is not signalled, Level Zero
 /// cannot confirm that the command finished: its event is then never reset, reused or destroyed,
@@ -145,6 +150,12 @@ impl Queue {
     /// that a producer can order it after its own work; the list is not destroyed when the
     /// last clone is dropped. Adopting a list that already has a live queue returns that queue.
     ///
+    /// The handshake orders work on this one list. A runtime that spreads one queue's work over
+    /// several lists (SYCL's out-of-order queues, the default `sycl::queue`, may put copies on
+    /// copy-engine lists of their own) is not ordered by it: adopt the list of an in-order
+    /// SYCL queue (made with `sycl::property::queue::in_order`), whose
+    /// work goes to the one list.
+    ///
     /// # Safety
     ///
     /// `list` must be an immediate command list of `context` on `device` that stays alive
@@ -218,12 +229,24 @@ impl Queue {
     /// Makes `consumer` wait, on the device, for everything appended to this queue so far,
     /// without blocking the host: a barrier here signals an event, and a barrier on `consumer`
     /// waits on it (then signals a second event, which tells this queue when the first may be
-    /// reused). Nothing happens when `consumer` is this queue.
+    /// reused). When `consumer` is this queue, a barrier alone orders what comes next after
+    /// what came before.
     ///
     /// Both queues must belong to the same context.
     pub fn make_ready_for(&self, consumer: &Queue) -> Result<(), Error> {
         if Arc::ptr_eq(&self.inner, &consumer.inner) || self.inner.list == consumer.inner.list {
-            return Ok(());
+            let api = self.inner.core.ze.api();
+            let _appending = lock(&self.inner.state);
+            // SAFETY: live list (appends serialised by `state`); no events.
+            let r = unsafe {
+                (api.zeCommandListAppendBarrier)(
+                    self.inner.list,
+                    core::ptr::null_mut(),
+                    0,
+                    core::ptr::null_mut(),
+                )
+            };
+            return check(r, "zeCommandListAppendBarrier");
         }
         if !Arc::ptr_eq(&self.inner.core, &consumer.inner.core) {
             return Err(runtime_error(
@@ -336,11 +359,25 @@ impl Queue {
         }
         let api = self.inner.core.ze.api();
         let copied = self.inner.run_and_wait(
-            "zeCommandListAppendMemoryCopy",
+            "zeCommandListAppendBarrier, zeCommandListAppendMemoryCopy",
             "the copy",
             "its event, and the memory it reads and writes, are leaked rather than reused or \
              freed",
             |list, event| {
+                // A barrier first: the copy must see what the commands before it wrote, and not
+                // overwrite what they still read (see the type's docs).
+                // SAFETY: live list (appends serialised by the caller); no events.
+                let barrier = unsafe {
+                    (api.zeCommandListAppendBarrier)(
+                        list,
+                        core::ptr::null_mut(),
+                        0,
+                        core::ptr::null_mut(),
+                    )
+                };
+                if barrier != sys::ZE_RESULT_SUCCESS {
+                    return barrier;
+                }
                 // SAFETY: live list and event; the ranges are valid for the copy (caller).
                 unsafe {
                     (api.zeCommandListAppendMemoryCopy)(

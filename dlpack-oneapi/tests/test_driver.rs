@@ -137,6 +137,7 @@ fn main() -> ExitCode {
                 list_destroys_in_use: misuses.list_destroys_in_use + allowed.list_destroys_in_use,
                 signalled_signal_events: misuses.signalled_signal_events
                     + allowed.signalled_signal_events,
+                unordered_copies: misuses.unordered_copies + allowed.unordered_copies,
             },
             "{name}: device work that had not finished would have touched memory or an event \
              that was released or reused"
@@ -1248,6 +1249,18 @@ fn the_test_driver_refuses_to_release_what_unfinished_work_uses_and_injects_fail
             core::ptr::null_mut(),
         );
         assert_eq!(copy, ok);
+        // A second copy behind the pending one with no barrier between: counted (on real
+        // hardware the two may run at once).
+        let unordered = (api.zeCommandListAppendMemoryCopy)(
+            list,
+            usm,
+            source.as_ptr().cast(),
+            64,
+            core::ptr::null_mut(),
+            0,
+            core::ptr::null_mut(),
+        );
+        assert_eq!(unordered, ok);
         // The copy is pending: none of what it uses may go.
         assert_eq!((api.zeMemFree)(ctx.raw(), usm), in_use);
         assert_eq!((api.zeEventHostReset)(event), in_use);
@@ -1300,6 +1313,7 @@ fn the_test_driver_refuses_to_release_what_unfinished_work_uses_and_injects_fail
         event_destroys_in_use: 1,
         list_destroys_in_use: 1,
         signalled_signal_events: 1,
+        unordered_copies: 1,
     };
     let after = fx.support.misuses();
     assert_eq!(
@@ -1309,8 +1323,9 @@ fn the_test_driver_refuses_to_release_what_unfinished_work_uses_and_injects_fail
             after.event_destroys_in_use - before.event_destroys_in_use,
             after.list_destroys_in_use - before.list_destroys_in_use,
             after.signalled_signal_events - before.signalled_signal_events,
+            after.unordered_copies - before.unordered_copies,
         ),
-        (1, 1, 1, 1, 1)
+        (1, 1, 1, 1, 1, 1)
     );
     *fx.allowed_misuses.lock().unwrap() = misuses;
 }

@@ -41,7 +41,7 @@
 //!   `zeMemGetAddressRange` report for any byte inside the allocation, in that context only.
 //! - Immediate command lists whose commands (copies and barriers, with signal and wait events)
 //!   run in order on a worker thread, so that work really is asynchronous and a missing
-//!   synchronisation shows up as wrong data.
+//!   synchronisation shows up as wrong data (or, for a missing barrier, as a counted misuse).
 //! - Event pools and events that the host can wait on, query and reset.
 //! - Handles are checked against a registry of live objects and descriptors' `stype` are
 //!   checked; destroying a context that still has allocations, lists or pools, or a pool that
@@ -51,7 +51,9 @@
 //!   stays valid for the work: freeing memory that an unfinished copy reads or writes, resetting
 //!   or destroying an event that an unfinished command signals or waits on, destroying a list
 //!   with unfinished commands. Appending a command that signals an event which is already
-//!   signalled (reused without a reset) is counted too.
+//!   signalled (reused without a reset) is counted too, and so is a copy appended behind
+//!   unfinished commands with no barrier between (commands run in order here, but Level Zero
+//!   only promises that they start in order).
 //!
 //! Seven extra exports serve the tests: [`dlpack_oneapi_test_driver_live_objects`] counts live
 //! objects (leak checks); [`dlpack_oneapi_test_driver_hold`] pauses a root device's command
@@ -378,6 +380,11 @@ pub struct Misuses {
     /// without a reset, so that a host wait on it returns before the command has run (counted;
     /// the command is appended).
     pub signalled_signal_events: u64,
+    /// Copies appended behind unfinished commands of their list with no barrier between: Level
+    /// Zero starts a list's commands in order but lets them finish in any order, so such a copy
+    /// may race with the work before it on real hardware (counted; the copy is appended, and
+    /// this driver runs it after that work).
+    pub unordered_copies: u64,
 }
 
 /// Test support: writes the [`Misuses`] counted so far to `out`, whose size the caller passes
@@ -402,6 +409,7 @@ pub unsafe extern "C" fn dlpack_oneapi_test_driver_misuses(
         event_destroys_in_use: read(&m.event_destroys_in_use),
         list_destroys_in_use: read(&m.list_destroys_in_use),
         signalled_signal_events: read(&m.signalled_signal_events),
+        unordered_copies: read(&m.unordered_copies),
     };
     // SAFETY: not NULL, and valid for a write of the struct (the caller's contract and the size
     // check).

@@ -5,7 +5,7 @@
 
 use std::alloc::Layout;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
@@ -349,6 +349,9 @@ pub(crate) struct CommandList {
     pub(crate) progress: Arc<Progress>,
     sender: Mutex<Option<Sender<Command>>>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    /// Whether the last command appended was a barrier (or none was appended yet): what orders
+    /// a copy after the commands before it.
+    after_barrier: AtomicBool,
 }
 
 /// How far a command list's worker is, for [`settle`].
@@ -410,6 +413,7 @@ pub(crate) struct Misuses {
     pub(crate) event_destroys_in_use: AtomicU64,
     pub(crate) list_destroys_in_use: AtomicU64,
     pub(crate) signalled_signal_events: AtomicU64,
+    pub(crate) unordered_copies: AtomicU64,
 }
 
 /// The misuses counted since the driver was loaded.
@@ -419,6 +423,7 @@ pub(crate) static MISUSES: Misuses = Misuses {
     event_destroys_in_use: AtomicU64::new(0),
     list_destroys_in_use: AtomicU64::new(0),
     signalled_signal_events: AtomicU64::new(0),
+    unordered_copies: AtomicU64::new(0),
 };
 
 /// Counts one misuse.
@@ -479,6 +484,7 @@ impl CommandList {
             progress,
             sender: Mutex::new(Some(tx)),
             worker: Mutex::new(Some(worker)),
+            after_barrier: AtomicBool::new(true),
         })
     }
 
@@ -493,6 +499,18 @@ impl CommandList {
             // a host wait on it returns before this command has run.
             misuse(&MISUSES.signalled_signal_events);
         }
+        // Level Zero starts a list's commands in order but does not promise that they finish in
+        // order: only a barrier orders what follows it after what came before. This driver runs
+        // them one after the other anyway, so a copy appended behind unfinished work with no
+        // barrier between would race on real hardware and is counted.
+        let is_barrier = matches!(command.op, Op::Barrier);
+        if !is_barrier
+            && !self.after_barrier.load(Ordering::SeqCst)
+            && self.progress.unfinished.load(Ordering::SeqCst) > 0
+        {
+            misuse(&MISUSES.unordered_copies);
+        }
+        self.after_barrier.store(is_barrier, Ordering::SeqCst);
         for e in command.signal.iter().chain(&command.waits) {
             e.pending.fetch_add(1, Ordering::SeqCst);
         }

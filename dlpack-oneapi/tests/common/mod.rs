@@ -89,6 +89,7 @@ pub(crate) struct Misuses {
     pub(crate) event_destroys_in_use: u64,
     pub(crate) list_destroys_in_use: u64,
     pub(crate) signalled_signal_events: u64,
+    pub(crate) unordered_copies: u64,
 }
 
 type ZeResult = dlpack_oneapi::sys::ze_result_t;

@@ -68,9 +68,13 @@
 //!
 //! `kDLOneAPI`'s `device_id` is, in dpctl, dpnp and PyTorch, the root device's position in
 //! `sycl::device::get_devices()`, a list over every SYCL backend that Level Zero cannot see. The
-//! default numbering (the index in `zeDeviceGet`) agrees with it when Level Zero's GPUs are the
-//! only SYCL devices or come first; otherwise build a [`DeviceNumbering::table`] (match devices by
-//! UUID). Sub-devices export and resolve as their root device.
+//! default numbering (the index in `zeDeviceGet`, after the GPUs of earlier drivers, as SYCL
+//! lists one platform per Level Zero driver) agrees with it when Level Zero's GPUs are the only
+//! SYCL devices or come first; otherwise build a [`DeviceNumbering::table`] (match devices by
+//! UUID). Sub-devices export and resolve as their root device. In the opt-in `COMBINED` device
+//! hierarchy (`ZE_FLAT_DEVICE_HIERARCHY=COMBINED`), memory of a card-level composite device
+//! reports a device that is neither a root device nor below one, and is refused with a runtime
+//! error (the bookworm loader has no `zeDeviceGetRootDevice` to map it).
 //!
 //! # Queues and the `stream` argument
 //!
@@ -81,7 +85,9 @@
 //! device's default queue, and a barrier that waits on it to the consumer's queue: the consumer
 //! cannot read before the producer's writes are done, and the host does not block. Numbers that
 //! are not a live queue of the context are refused, never handed to Level Zero as handles. A
-//! SYCL queue joins by adopting its native command list ([`Queue::from_raw`]).
+//! SYCL queue joins by adopting its native command list ([`Queue::from_raw`]); only an in-order
+//! queue's, since the handshake orders one list. Level Zero starts a list's commands in order
+//! but may finish them out of order, so every copy the crate appends goes behind a barrier.
 //!
 //! # When the device fails
 //!
@@ -115,7 +121,9 @@
 //! `zeMemGetAddressRange` and `zeMemFree` look the pointer up in a table of the whole driver
 //! (compute-runtime's `ContextImp`, read in its source), so there any context of the driver
 //! knows every allocation of it. The workspace's test driver follows the specification, and the
-//! hooks rely on neither reading.
+//! hooks rely on neither reading. Their copies, though, run in the resolving context: memory of
+//! another context that Intel's driver answers for is copied across contexts, which the
+//! specification does not allow (and what a failed copy leaks is tracked per context).
 //!
 //! # Testing without a GPU
 //!

@@ -1,50 +1,20 @@
 //! Edge cases: nalgebra exports of every owned matrix shape, imports of every layout, the
 //! zero-copy claims (pointer identity) and the copies the docs announce.
 
-use dlpack_core::{Element, Error, Export, ExportDesc, ManagedTensor, describe_buffer};
+use dlpack_core::{Error, ManagedTensor};
 use dlpack_nalgebra::{
     Fallback, dmatrix_cow, dmatrix_view, dmatrix_view_mut, dmatrix_view_transposed,
     dmatrix_view_transposed_mut, dvector_cow, dvector_view, export, export_copy, export_view,
     export_view_mut, into_dmatrix, into_dvector, into_smatrix, to_dmatrix, to_dvector,
 };
+use dlpack_testing::StridedVec;
 use nalgebra::{
     DMatrix, DVector, Dyn, Matrix1, Matrix2x3, OMatrix, RowDVector, SMatrix, SVector, U1, U2, U3,
 };
 
-/// A producer with any shape, strides and byte offset over a Vec (checked against the Vec's
-/// allocation by the export).
-struct Strided<T> {
-    data: Vec<T>,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
-    offset: u64,
-}
-
-// SAFETY: `describe_buffer` names the Vec's allocation; the export refuses anything outside it.
-unsafe impl<T: Element> Export for Strided<T> {
-    fn ndim(&self) -> usize {
-        self.shape.len()
-    }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        describe_buffer(
-            &mut self.data,
-            &self.shape,
-            Some(&self.strides),
-            self.offset,
-            shape,
-            strides,
-        )
-    }
-}
-
 fn strided(shape: &[i64], strides: &[i64], first: usize) -> ManagedTensor {
-    ManagedTensor::export(Strided {
-        data: (0..24).map(|i| i as f64).collect::<Vec<f64>>(),
-        shape: shape.to_vec(),
-        strides: strides.to_vec(),
-        offset: (first * 8) as u64,
-    })
-    .expect("a layout inside the buffer")
+    let data = (0..24).map(|i| i as f64).collect::<Vec<f64>>();
+    StridedVec::export(data, shape, strides, first).expect("a layout inside the buffer")
 }
 
 /// The expected matrix of a layout (a 1-d tensor is a column).
@@ -252,13 +222,7 @@ fn into_smatrix_copies_a_dmatrix_of_the_right_shape_in_column_major_order() {
     let s: Matrix2x3<i32> = into_smatrix(tensor).unwrap();
     assert_eq!(DMatrix::from_column_slice(2, 3, s.as_slice()), m);
     // A row-major foreign tensor of the same shape.
-    let tensor = ManagedTensor::export(Strided {
-        data: vec![0i32, 1, 2, 10, 11, 12],
-        shape: vec![2, 3],
-        strides: vec![3, 1],
-        offset: 0,
-    })
-    .unwrap();
+    let tensor = StridedVec::export(vec![0i32, 1, 2, 10, 11, 12], &[2, 3], &[3, 1], 0).unwrap();
     let s: Matrix2x3<i32> = into_smatrix(tensor).unwrap();
     assert_eq!(DMatrix::from_column_slice(2, 3, s.as_slice()), m);
     // A 1-d tensor into an SVector, and a 2-d [n, 1] one too.

@@ -3,43 +3,16 @@
 //! claims checked by pointer identity, copies by the `IS_COPIED` flag. (From a review of the
 //! crate; each test asserts the documented behaviour.)
 
-use dlpack_core::{Element, Error, Export, ExportDesc, Flags, ManagedTensor, describe_buffer};
+use dlpack_core::{Element, Error, Flags, ManagedTensor};
 use dlpack_ndarray::{
     AsArray, AsArrayMut, ImportedArray, IntoArray, IntoDLPack, OwnedArray, SharedArray, ToDLPack,
     export_view,
 };
+use dlpack_testing::StridedVec;
 use ndarray::{
     ArcArray, Array, Array0, Array1, Array2, ArrayD, ArrayView2, ArrayViewD, Axis, Dimension, Ix0,
     Ix1, Ix2, Ix3, IxDyn, ShapeBuilder, array, s,
 };
-
-/// A foreign-like producer: a Vec with any shape, strides and byte offset over it (checked
-/// against the Vec's allocation by the export).
-struct Strided<T> {
-    data: Vec<T>,
-    shape: Vec<i64>,
-    strides: Vec<i64>,
-    offset: u64,
-    read_only: bool,
-}
-
-// SAFETY: `describe_buffer` names the Vec's allocation; the export refuses anything outside it.
-unsafe impl<T: Element> Export for Strided<T> {
-    fn ndim(&self) -> usize {
-        self.shape.len()
-    }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        let d = describe_buffer(
-            &mut self.data,
-            &self.shape,
-            Some(&self.strides),
-            self.offset,
-            shape,
-            strides,
-        );
-        if self.read_only { d.read_only() } else { d }
-    }
-}
 
 fn strided<T: Element>(
     data: Vec<T>,
@@ -47,14 +20,7 @@ fn strided<T: Element>(
     strides: &[i64],
     first: usize,
 ) -> ManagedTensor {
-    ManagedTensor::export(Strided {
-        data,
-        shape: shape.to_vec(),
-        strides: strides.to_vec(),
-        offset: (first * size_of::<T>()) as u64,
-        read_only: false,
-    })
-    .expect("a layout inside the buffer")
+    StridedVec::export(data, shape, strides, first).expect("a layout inside the buffer")
 }
 
 fn counting(n: usize) -> Vec<i32> {
@@ -375,16 +341,10 @@ fn into_array_of_a_compact_vec_producer_is_zero_copy_and_of_a_partial_one_is_a_c
     // A whole-Vec 1-d export: its Vec is taken.
     let v = counting(6);
     let address = v.as_ptr();
-    let a: Array2<i32> = ManagedTensor::export(Strided {
-        data: v,
-        shape: vec![2, 3],
-        strides: vec![3, 1],
-        offset: 0,
-        read_only: false,
-    })
-    .unwrap()
-    .into_array()
-    .unwrap_or_else(|e| panic!("{e}"));
+    let a: Array2<i32> = StridedVec::export(v, &[2, 3], &[3, 1], 0)
+        .unwrap()
+        .into_array()
+        .unwrap_or_else(|e| panic!("{e}"));
     // `Strided` does not give its Vec (a hand-written producer), so this is a copy; only check
     // the elements here.
     assert_eq!(a, array![[0, 1, 2], [3, 4, 5]]);
@@ -419,7 +379,7 @@ fn owned_array_give_vec_keeps_the_tensor_valid_when_it_refuses() {
 
 #[test]
 fn a_read_only_foreign_tensor_is_an_imported_array_that_refuses_writes() {
-    let t = ManagedTensor::export(Strided {
+    let t = ManagedTensor::export(StridedVec {
         data: counting(6),
         shape: vec![3, 2],
         strides: vec![1, 3],

@@ -13,6 +13,9 @@
 //! `ptr::without_provenance_mut` for fake addresses that must never be dereferenced, so the
 //! fixture runs under Miri with `-Zmiri-strict-provenance`.
 //!
+//! [`StridedVec`] exports any layout over a `Vec` through dlpack-core's own export path, for
+//! adapters' tests of layouts no array library produces.
+//!
 //! [`import_check`] holds the import invariant that dlpack-core's property test and the fuzz
 //! target check on every foreign tensor they draw; [`c_layout`] the checks of Rust bindings
 //! against a C header that dlpack-core's `dlpack.h` test and dlpack-oneapi's Level Zero test
@@ -28,6 +31,9 @@ use dlpack_core::{DataType, Device, DeviceType, Element, MAX_NDIM, Version};
 
 pub mod c_layout;
 pub mod harness;
+mod strided;
+
+pub use strided::StridedVec;
 
 /// How a `shape` or `strides` field is filled.
 #[derive(Clone, Debug)]

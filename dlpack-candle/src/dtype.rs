@@ -138,9 +138,11 @@ pub fn dlpack_dtype(dtype: DType) -> Result<DataType, CandleError> {
 ///
 /// # Errors
 ///
-/// [`CandleError::NoCandleDType`], naming the nearest candle dtype, for every DLPack dtype
-/// candle cannot hold.
+/// [`CandleError::DLPack`] for a dtype DLPack does not define (a width its code does not allow,
+/// say float8 of 16 bits: [`DataType::validate`]); [`CandleError::NoCandleDType`], naming the
+/// nearest candle dtype, for every valid DLPack dtype candle cannot hold.
 pub fn candle_dtype(dtype: DataType) -> Result<DType, CandleError> {
+    dtype.validate()?;
     let none = |nearest: Option<DType>, note: &'static str| CandleError::NoCandleDType {
         dtype,
         nearest,
@@ -232,7 +234,7 @@ pub fn candle_dtype(dtype: DataType) -> Result<DType, CandleError> {
         _ => {
             return Err(none(
                 None,
-                "candle has no dtype of this kind (opaque handles and codes newer than DLPack 1.3 have no counterpart)",
+                "candle has no dtype of this kind (opaque handles have no counterpart)",
             ));
         }
     })

@@ -29,7 +29,7 @@
 use core::ffi::{CStr, c_int, c_void};
 use core::ptr::{self, NonNull};
 use std::ffi::CString;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use dlpack_core::ffi::{
     CAPSULE_EXCHANGE_API, DLManagedTensorVersioned, DLPackExchangeAPI, DLPackExchangeAPIHeader,
@@ -256,7 +256,13 @@ unsafe extern "C" fn from_py_object(
 }
 
 /// `managed_tensor_to_py_object_no_sync`: takes ownership of `tensor` and wraps it in a new
-/// [`DLPackTensor`]. A tensor that fails validation is deleted.
+/// [`DLPackTensor`].
+///
+/// Ownership passes only on success: on -1 (a NULL out pointer, a tensor that fails
+/// validation, one of another major version, no memory for the object) the tensor is left to
+/// the caller, untouched, as the header's users read it (tvm-ffi, and the PyTorch table it
+/// ships, call the deleter themselves when the conversion fails; deleting it here too would
+/// free it twice).
 ///
 /// # Safety
 /// The API's contract: the thread is attached to the interpreter; `tensor` is NULL or an owned,
@@ -269,25 +275,35 @@ unsafe extern "C" fn to_py_object(
     // SAFETY: attached (contract), and the token does not outlive this call.
     let py = unsafe { Python::assume_attached() };
     guarded(py, || {
-        // SAFETY: an owned, well-formed tensor handed over (contract).
-        let managed = match unsafe { ManagedTensor::from_raw(tensor) } {
-            Ok(m) => m,
-            Err(e) => return fail(py, to_py_err(e)),
-        };
         if out_py_object.is_null() {
             return fail(
                 py,
                 PyValueError::new_err("managed_tensor_to_py_object_no_sync got a NULL out pointer"),
             );
         }
-        match Bound::new(py, DLPackTensor::new(managed)) {
+        // SAFETY: an owned, well-formed tensor handed over (contract); a refused one stays the
+        // caller's.
+        let managed = match unsafe { ManagedTensor::from_raw_if(tensor, |_| Ok::<(), Error>(())) } {
+            Ok(m) => Arc::new(m),
+            Err(e) => return fail(py, to_py_err(e)),
+        };
+        match Bound::new(py, DLPackTensor::shared(managed.clone())) {
             Ok(obj) => {
                 // SAFETY: non-NULL and writable (contract); the new strong reference goes to the
                 // caller.
                 unsafe { out_py_object.write(obj.into_ptr().cast()) };
                 0
             }
-            Err(e) => fail(py, e),
+            Err(e) => {
+                // The object was not made, and dropped its reference: the tensor goes back to
+                // the caller as the very struct it handed over (a versioned tensor imported
+                // as is is given back without a wrapper).
+                if let Ok(managed) = Arc::try_unwrap(managed) {
+                    let back = managed.into_raw();
+                    debug_assert_eq!(back.ok(), Some(tensor));
+                }
+                fail(py, e)
+            }
         }
     })
 }
@@ -352,7 +368,9 @@ fn flags_fit_a_dltensor(tensor: &CheckedTensor) -> Result<(), Error> {
     }
 }
 
-/// `current_work_stream`: NULL, the default stream, for every device.
+/// `current_work_stream`: NULL, the default stream, for every device. (For a device without
+/// one, such as oneAPI, the tensor is made ready before it is handed over: see
+/// `Exporter::order_before_default_stream`.)
 ///
 /// # Safety
 /// The API's contract: `out_current_stream` is writable; the thread is attached (for the

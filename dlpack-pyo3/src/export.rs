@@ -769,9 +769,13 @@ impl Exporter {
     /// instead waits on the stream that `current_work_stream` names, which for this type is the
     /// default stream. Hooks that queue work on a stream of their own (dlpack-cuda's
     /// `CudaHooks::new`, say) must therefore make the default stream wait for it first, or the
-    /// consumer could read before the writes land. This is stream ordering on the device (an
-    /// event and a wait), never a host synchronisation, and nothing at all for hooks on the
-    /// default stream, for host tensors and for tensors without hooks.
+    /// consumer could read before the writes land. For CUDA this is stream ordering on the
+    /// device (an event and a wait), never a host synchronisation, and nothing at all for hooks
+    /// on the default stream, for host tensors and for tensors without hooks. A device whose
+    /// `__dlpack__()` does not synchronise (oneAPI, where `stream=None` means no
+    /// synchronisation, as in dpctl) has no default stream for the consumer to wait on, and
+    /// `current_work_stream` names none: there the hooks make the data ready for the host
+    /// (`StreamRequest::Default`; dlpack-oneapi waits for the producer's queue).
     pub(crate) fn order_before_default_stream(&self) -> Result<(), Error> {
         let Some(hooks) = self.hooks.as_deref() else {
             return Ok(());
@@ -783,6 +787,9 @@ impl Exporter {
             // may take it in place), but this API's consumer waits on the default stream, so
             // ordering before that stream is what it needs, as for device memory.
             SyncAction::Host => hooks.make_ready(device, StreamRequest::Default),
+            SyncAction::Nothing if device.device_type != DeviceType::CPU => {
+                hooks.make_ready(device, StreamRequest::Default)
+            }
             SyncAction::Nothing => Ok(()),
         }
     }
@@ -1249,6 +1256,17 @@ impl DLPackTensor {
     /// The exporter behind the object.
     pub fn exporter(&self) -> &Exporter {
         &self.exporter
+    }
+
+    /// A Python object for a tensor the caller keeps a reference to, so that it can take the
+    /// tensor back if the object cannot be made.
+    pub(crate) fn shared(tensor: Arc<ManagedTensor>) -> Self {
+        DLPackTensor {
+            exporter: Exporter {
+                tensor,
+                hooks: None,
+            },
+        }
     }
 }
 

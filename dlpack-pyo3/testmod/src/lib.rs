@@ -416,6 +416,20 @@ fn exchange_version(ty: &Bound<'_, PyType>) -> Option<(u32, u32)> {
     dlpack_pyo3::type_exchange_api(ty).map(|a| (a.header.version.major, a.header.version.minor))
 }
 
+/// Calls the deleter of a managed tensor that `managed_tensor_to_py_object_no_sync` refused
+/// (ownership stays with the caller on failure).
+///
+/// # Safety
+/// `tensor` is a live managed tensor that the caller owns and never uses again.
+unsafe fn delete_versioned(tensor: *mut DLManagedTensorVersioned) {
+    // SAFETY: live and owned (caller); its deleter, if any, takes it once.
+    unsafe {
+        if let Some(deleter) = (*tensor).deleter {
+            deleter(tensor);
+        }
+    }
+}
+
 /// Takes a managed tensor out of `obj` through its type's C exchange API
 /// (`managed_tensor_from_py_object_no_sync`) and wraps it in a new object of that type
 /// (`managed_tensor_to_py_object_no_sync`).
@@ -437,6 +451,8 @@ fn exchange_roundtrip<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny
     let mut out: *mut c_void = ptr::null_mut();
     // SAFETY: hands over the owned tensor just received; `out` is a valid out-pointer.
     if unsafe { to(tensor, &mut out) } != 0 {
+        // SAFETY: a refused tensor stays ours, and is deleted once, here.
+        unsafe { delete_versioned(tensor) };
         return Err(PyErr::fetch(py));
     }
     // SAFETY: on success `out` is a new strong reference to a Python object.
@@ -515,6 +531,8 @@ fn exchange_allocate<'py>(
     let mut out: *mut c_void = ptr::null_mut();
     // SAFETY: hands over the owned tensor just allocated; `out` is a valid out-pointer.
     if unsafe { to(tensor, &mut out) } != 0 {
+        // SAFETY: a refused tensor stays ours, and is deleted once, here.
+        unsafe { delete_versioned(tensor) };
         return Err(PyErr::fetch(py));
     }
     // SAFETY: on success `out` is a new strong reference.

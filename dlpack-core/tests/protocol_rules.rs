@@ -35,14 +35,27 @@ fn max_version_rules() {
     assert_eq!(choose_struct(None), ExportStruct::Legacy);
     assert_eq!(choose_struct(v(0, 0)), ExportStruct::Legacy);
     assert_eq!(choose_struct(v(0, 8)), ExportStruct::Legacy);
-    for mv in [v(1, 0), v(1, 2), v(1, 3), v(1, 4), v(2, 0), v(u32::MAX, u32::MAX)] {
+    for mv in [
+        v(1, 0),
+        v(1, 2),
+        v(1, 3),
+        v(1, 4),
+        v(2, 0),
+        v(u32::MAX, u32::MAX),
+    ] {
         assert_eq!(choose_struct(mv), ExportStruct::Versioned, "{mv:?}");
     }
     assert_eq!(Version::CURRENT, Version::new(1, 3));
     assert_eq!(CONSUMER_MAX_VERSION, Version::new(1, 3));
-    assert_eq!(ExportStruct::Versioned.capsule_name(), c"dltensor_versioned");
+    assert_eq!(
+        ExportStruct::Versioned.capsule_name(),
+        c"dltensor_versioned"
+    );
     assert_eq!(ExportStruct::Legacy.capsule_name(), c"dltensor");
-    assert_eq!(ExportStruct::Versioned.used_capsule_name(), c"used_dltensor_versioned");
+    assert_eq!(
+        ExportStruct::Versioned.used_capsule_name(),
+        c"used_dltensor_versioned"
+    );
     assert_eq!(ExportStruct::Legacy.used_capsule_name(), c"used_dltensor");
 }
 
@@ -51,14 +64,39 @@ fn max_version_rules() {
 /// synchronization"; "an integer larger than or equal to -1".
 #[test]
 fn cuda_stream_rules() {
-    for d in [CUDA, Device::new(DeviceType::CUDA, 5), CUDA_HOST, CUDA_MANAGED] {
+    for d in [
+        CUDA,
+        Device::new(DeviceType::CUDA, 5),
+        CUDA_HOST,
+        CUDA_MANAGED,
+    ] {
         assert_eq!(parse_stream(d, None), Ok(StreamRequest::Default), "{d}");
         assert_eq!(parse_stream(d, Some(-1)), Ok(StreamRequest::NoSync), "{d}");
-        assert_eq!(parse_stream(d, Some(1)), Ok(StreamRequest::LegacyDefault), "{d}");
-        assert_eq!(parse_stream(d, Some(2)), Ok(StreamRequest::PerThreadDefault), "{d}");
-        assert_eq!(parse_stream(d, Some(3)), Ok(StreamRequest::Handle(3)), "{d}");
-        assert_eq!(kind(parse_stream(d, Some(0))), PyErrorKind::ValueError, "{d}");
-        assert_eq!(kind(parse_stream(d, Some(-2))), PyErrorKind::ValueError, "{d}");
+        assert_eq!(
+            parse_stream(d, Some(1)),
+            Ok(StreamRequest::LegacyDefault),
+            "{d}"
+        );
+        assert_eq!(
+            parse_stream(d, Some(2)),
+            Ok(StreamRequest::PerThreadDefault),
+            "{d}"
+        );
+        assert_eq!(
+            parse_stream(d, Some(3)),
+            Ok(StreamRequest::Handle(3)),
+            "{d}"
+        );
+        assert_eq!(
+            kind(parse_stream(d, Some(0))),
+            PyErrorKind::ValueError,
+            "{d}"
+        );
+        assert_eq!(
+            kind(parse_stream(d, Some(-2))),
+            PyErrorKind::ValueError,
+            "{d}"
+        );
     }
 }
 
@@ -70,9 +108,17 @@ fn rocm_stream_rules() {
         assert_eq!(parse_stream(d, None), Ok(StreamRequest::Default), "{d}");
         assert_eq!(parse_stream(d, Some(0)), Ok(StreamRequest::Default), "{d}");
         assert_eq!(parse_stream(d, Some(-1)), Ok(StreamRequest::NoSync), "{d}");
-        assert_eq!(parse_stream(d, Some(9)), Ok(StreamRequest::Handle(9)), "{d}");
+        assert_eq!(
+            parse_stream(d, Some(9)),
+            Ok(StreamRequest::Handle(9)),
+            "{d}"
+        );
         for bad in [1, 2, -2] {
-            assert_eq!(kind(parse_stream(d, Some(bad))), PyErrorKind::ValueError, "{d} {bad}");
+            assert_eq!(
+                kind(parse_stream(d, Some(bad))),
+                PyErrorKind::ValueError,
+                "{d} {bad}"
+            );
         }
     }
 }
@@ -83,7 +129,11 @@ fn devices_without_streams_take_only_none() {
     for d in [CPU, VULKAN, Device::new(DeviceType(99), 0)] {
         assert_eq!(parse_stream(d, None), Ok(StreamRequest::Default), "{d}");
         for s in [-1, 0, 1, 2, 3] {
-            assert_eq!(kind(parse_stream(d, Some(s))), PyErrorKind::ValueError, "{d} {s}");
+            assert_eq!(
+                kind(parse_stream(d, Some(s))),
+                PyErrorKind::ValueError,
+                "{d} {s}"
+            );
         }
     }
 }
@@ -93,7 +143,10 @@ fn devices_without_streams_take_only_none() {
 #[test]
 fn oneapi_stream_convention() {
     assert_eq!(parse_stream(ONEAPI, None), Ok(StreamRequest::NoSync));
-    assert_eq!(parse_stream(ONEAPI, Some(77)), Ok(StreamRequest::Handle(77)));
+    assert_eq!(
+        parse_stream(ONEAPI, Some(77)),
+        Ok(StreamRequest::Handle(77))
+    );
     assert_eq!(kind(parse_stream(ONEAPI, Some(0))), PyErrorKind::ValueError);
 }
 
@@ -105,17 +158,31 @@ fn oneapi_stream_convention() {
 fn dl_device_and_copy_rules() {
     use ExportPlan::*;
     // copy=True always copies.
-    for (t, d) in [(CPU, None), (CPU, Some(CPU)), (CUDA, None), (CUDA, Some(CPU)), (CUDA_HOST, Some(CPU))] {
+    for (t, d) in [
+        (CPU, None),
+        (CPU, Some(CPU)),
+        (CUDA, None),
+        (CUDA, Some(CPU)),
+        (CUDA_HOST, Some(CPU)),
+    ] {
         let plan = plan_export(t, d, Some(true)).unwrap();
         assert!(plan.is_copy(), "{t} {d:?}");
         assert_eq!(plan.target(t), d.unwrap_or(t));
     }
     // copy=False never copies, and refuses with BufferError when a copy is needed.
     for t in [CUDA, ROCM, ONEAPI, VULKAN] {
-        assert_eq!(kind(plan_export(t, Some(CPU), Some(false))), PyErrorKind::BufferError, "{t}");
+        assert_eq!(
+            kind(plan_export(t, Some(CPU), Some(false))),
+            PyErrorKind::BufferError,
+            "{t}"
+        );
     }
     for t in [CUDA_HOST, ROCM_HOST, CUDA_MANAGED] {
-        assert_eq!(plan_export(t, Some(CPU), Some(false)), Ok(Relabel(CPU)), "{t}");
+        assert_eq!(
+            plan_export(t, Some(CPU), Some(false)),
+            Ok(Relabel(CPU)),
+            "{t}"
+        );
     }
     // copy=None reuses when possible, copies otherwise.
     assert_eq!(plan_export(CUDA, None, None), Ok(AsIs));
@@ -129,7 +196,11 @@ fn dl_device_and_copy_rules() {
         (CUDA_MANAGED, CUDA),
     ] {
         for copy in [None, Some(true), Some(false)] {
-            assert_eq!(kind(plan_export(t, Some(d), copy)), PyErrorKind::BufferError, "{t}->{d}");
+            assert_eq!(
+                kind(plan_export(t, Some(d), copy)),
+                PyErrorKind::BufferError,
+                "{t}->{d}"
+            );
         }
     }
 }
@@ -151,11 +222,18 @@ fn decisions_for_a_cpu_request_synchronise_and_mark_copies() {
         assert_eq!(d.plan.target(t), CPU, "{t}");
         assert_eq!(d.sets_is_copied(), d.plan.is_copy(), "{t}");
         for s in [-1, 1, 2, 5] {
-            assert_eq!(kind(to_cpu(Some(s)).decide(t)), PyErrorKind::ValueError, "{t} {s}");
+            assert_eq!(
+                kind(to_cpu(Some(s)).decide(t)),
+                PyErrorKind::ValueError,
+                "{t} {s}"
+            );
         }
     }
     // The same copy for a legacy consumer has no flags to carry IS_COPIED.
-    let legacy = ExportArgs { max_version: None, ..to_cpu(None) };
+    let legacy = ExportArgs {
+        max_version: None,
+        ..to_cpu(None)
+    };
     let d = legacy.decide(CUDA).unwrap();
     assert!(d.plan.is_copy() && !d.sets_is_copied());
 }
@@ -164,9 +242,19 @@ fn decisions_for_a_cpu_request_synchronise_and_mark_copies() {
 /// producer orders its work before the consumer's stream.
 #[test]
 fn decisions_follow_the_stream() {
-    let args = |stream| ExportArgs { stream, max_version: v(1, 0), ..ExportArgs::default() };
-    assert_eq!(args(Some(-1)).decide(CUDA).unwrap().sync, SyncAction::Nothing);
-    assert_eq!(args(Some(-1)).decide(ROCM).unwrap().sync, SyncAction::Nothing);
+    let args = |stream| ExportArgs {
+        stream,
+        max_version: v(1, 0),
+        ..ExportArgs::default()
+    };
+    assert_eq!(
+        args(Some(-1)).decide(CUDA).unwrap().sync,
+        SyncAction::Nothing
+    );
+    assert_eq!(
+        args(Some(-1)).decide(ROCM).unwrap().sync,
+        SyncAction::Nothing
+    );
     assert_eq!(
         args(None).decide(CUDA).unwrap().sync,
         SyncAction::Stream(StreamRequest::Default)
@@ -178,7 +266,12 @@ fn decisions_follow_the_stream() {
     assert_eq!(args(None).decide(CPU).unwrap().sync, SyncAction::Nothing);
     assert_eq!(args(None).decide(ONEAPI).unwrap().sync, SyncAction::Nothing);
     // A device error comes before the stream error, as BufferError.
-    let both = ExportArgs { stream: Some(0), dl_device: Some(CPU), copy: Some(false), ..args(None) };
+    let both = ExportArgs {
+        stream: Some(0),
+        dl_device: Some(CPU),
+        copy: Some(false),
+        ..args(None)
+    };
     assert_eq!(kind(both.decide(CUDA)), PyErrorKind::BufferError);
 }
 
@@ -186,8 +279,20 @@ fn decisions_follow_the_stream() {
 #[test]
 fn capsule_names() {
     assert_eq!(accept_capsule_name(c"dltensor"), Ok(ExportStruct::Legacy));
-    assert_eq!(accept_capsule_name(c"dltensor_versioned"), Ok(ExportStruct::Versioned));
-    assert_eq!(kind(accept_capsule_name(c"used_dltensor")), PyErrorKind::ValueError);
-    assert_eq!(kind(accept_capsule_name(c"used_dltensor_versioned")), PyErrorKind::ValueError);
-    assert_eq!(kind(accept_capsule_name(c"dlpack_exchange_api")), PyErrorKind::TypeError);
+    assert_eq!(
+        accept_capsule_name(c"dltensor_versioned"),
+        Ok(ExportStruct::Versioned)
+    );
+    assert_eq!(
+        kind(accept_capsule_name(c"used_dltensor")),
+        PyErrorKind::ValueError
+    );
+    assert_eq!(
+        kind(accept_capsule_name(c"used_dltensor_versioned")),
+        PyErrorKind::ValueError
+    );
+    assert_eq!(
+        kind(accept_capsule_name(c"dlpack_exchange_api")),
+        PyErrorKind::TypeError
+    );
 }

@@ -147,7 +147,9 @@ fn core_tour() -> Result<(), Error> {
     );
     assert_eq!(tensor.device(), Device::CPU);
 
-    println!("\nevery step above shared one buffer at {original:p}\n");
+    println!(
+        "\nsteps 1 to 3 used one buffer at {original:p}; only the copy asked for in step 4 made another\n"
+    );
     Ok(())
 }
 

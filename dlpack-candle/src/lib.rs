@@ -6,9 +6,12 @@
 //!   offset (after `narrow`, `transpose`, `i(..)`), flagged read-only since candle shares its
 //!   storage between tensors.
 //! - [`import`] makes a candle tensor from a DLPack tensor. candle's CPU storage must own a
-//!   `Vec`, so the import takes the producer's `Vec` when the producer owns its elements as one
-//!   (a `Vec`, a `Box<[T]>`, an owned ndarray `Array` exported by `dlpack-ndarray`), gives a
-//!   tensor exported from candle back as itself, and otherwise copies. The result says which
+//!   `Vec` of exactly the tensor's elements in row-major order, so the import takes the
+//!   producer's `Vec` when the producer owns its elements as one, the tensor is all of it, and
+//!   the layout is compact row-major (a `Vec`, a `Box<[T]>`, a derived struct over a `Vec`, a
+//!   standard-layout owned ndarray `Array`, a nalgebra `DVector`; not a Fortran-order or sliced
+//!   `Array`, nor a `DMatrix` of more than one row and column, which are column-major). It gives
+//!   a tensor exported from candle back as itself, and otherwise copies. The result says which
 //!   ([`Transfer`]); [`CopyMode::Never`] turns the copy into an error.
 //!
 //! ```

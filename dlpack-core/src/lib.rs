@@ -1,6 +1,7 @@
-//! The DLPack 1.3 ABI for Rust: export any tensor memory in one allocation, import foreign
-//! tensors through a validator that no malformed input gets past, and read them through typed,
-//! bounds-checked views.
+//! The DLPack 1.3 ABI for Rust: export any tensor memory without copying it (one small heap
+//! block holds the DLPack header, shape, strides and the owner), import foreign tensors through
+//! a validator that no malformed input gets past, and read them through typed, bounds-checked
+//! views.
 //!
 //! DLPack is the zero-copy tensor exchange ABI of PyTorch, NumPy, JAX, CuPy, dpnp and TVM. This
 //! crate is the base of the workspace: the adapters (ndarray, nalgebra, candle), the device
@@ -38,9 +39,12 @@
 //!   [`Version`]. Device types and dtype codes are integer newtypes, never Rust enums, since
 //!   foreign memory may hold values this crate has not heard of.
 //! - [`Element`]: the Rust scalar types a view can hold.
-//! - Export: [`Export`] (what a producer implements), [`ManagedTensor::export`] and
+//! - Export: [`Export`] (what a producer implements, describing its data with an
+//!   [`ExportDesc`], e.g. [`ExportDesc::host`]), [`ManagedTensor::export`] and
 //!   [`ManagedTensor::export_legacy`]; [`Buffer`] and [`Dims`], the parts a struct-shaped
 //!   producer (or `#[derive(DLPack)]`) is made of, and [`describe_buffer`], which joins them.
+//!   Derive when the struct owns a [`Buffer`] and a shape; write `unsafe impl Export` when it
+//!   does not.
 //! - Import: [`ManagedTensor::from_raw`], [`ManagedTensor::from_raw_legacy`] and
 //!   [`BorrowedTensor`]; all dereference to [`CheckedTensor`], whose docs list every check.
 //!   [`ManagedTensor::from_raw_if`] is for a consumer that may still decline a tensor it has

@@ -1,6 +1,7 @@
 //! ndarray <-> DLPack: hand ndarray arrays to any DLPack consumer (NumPy, PyTorch, JAX, candle,
 //! nalgebra, C) without copying them, and work on tensors from any DLPack producer as ordinary
-//! ndarray views, as safely as on native arrays.
+//! ndarray views, as safely as on native arrays. (candle's storage must own a row-major `Vec`:
+//! `dlpack-candle` takes an owned standard-layout `Array` without a copy and copies any other.)
 //!
 //! ```
 //! use dlpack_core::ManagedTensor;

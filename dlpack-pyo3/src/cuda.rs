@@ -40,6 +40,39 @@
 //! # Ok::<(), PyErr>(())
 //! ```
 //!
+//! A PyTorch (CuPy, JAX) CUDA tensor into cudarc, without a copy: give the hooks the stream
+//! your cudarc work runs on, so that the producer orders its pending writes before that very
+//! stream, and make the cudarc slice on it too. The slice is the producer's memory, read-only
+//! (`&CudaSlice`) and never freed by cudarc; to write into it, import with
+//! [`from_dlpack_cuda_writable`] and use [`CudaImport::copy_from_host`], or hand
+//! `DeviceView::device_ptr` to your kernel.
+//!
+//! ```no_run
+//! use dlpack_cuda::{CudaHooks, open_device};
+//! use dlpack_pyo3::to_py_err;
+//! use pyo3::exceptions::PyRuntimeError;
+//! use pyo3::prelude::*;
+//!
+//! /// A float32 CUDA tensor's memory from its first element on (its elements, for a compact
+//! /// row-major tensor), read by cudarc on one stream throughout.
+//! fn read_with_cudarc(x: &Bound<'_, PyAny>) -> PyResult<Vec<f32>> {
+//!     let stream = open_device(0).map_err(to_py_err)?.default_stream();
+//!     // `__dlpack__(stream=...)` is called with this stream's handle ...
+//!     let hooks = CudaHooks::new(stream.clone()).map_err(to_py_err)?;
+//!     let import = dlpack_pyo3::cuda::from_dlpack_cuda(x, &hooks)?;
+//!     let view = import.device_view::<f32>().map_err(to_py_err)?;
+//!     // ... and cudarc reads on the same stream, after the producer's writes.
+//!     let slice = view.cudarc_slice(&stream).map_err(to_py_err)?;
+//!     // The slice is the reachable span; the tensor's first element is at `first_index`, and
+//!     // `view.shape()` / `view.strides()` say where the others are.
+//!     let span = stream
+//!         .clone_dtoh(&*slice)
+//!         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+//!     Ok(span[slice.first_index()..].to_vec())
+//! }
+//! # fn main() {}
+//! ```
+//!
 //! Without a CUDA driver no [`CudaHooks`] can be made: [`CudaHooks::on_default_streams`] fails
 //! with an error whose message starts with `CUDA driver: ` (a `BufferError` through
 //! [`to_py_err`]); nothing panics.

@@ -63,9 +63,43 @@
 //!
 //! # Building an extension module
 //!
+//! A module that hands a Rust `Vec` to Python and reads any Python tensor in place:
+//!
+//! ```no_run
+//! use dlpack_core::ManagedTensor;
+//! use dlpack_pyo3::{DLPackTensor, from_dlpack, to_py_err};
+//! use pyo3::prelude::*;
+//!
+//! /// `mylib.arange(n)`: a Rust Vec that NumPy, PyTorch or JAX take without a copy.
+//! #[pyfunction]
+//! fn arange(n: usize) -> PyResult<DLPackTensor> {
+//!     let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+//!     Ok(DLPackTensor::new(ManagedTensor::export(data).map_err(to_py_err)?))
+//! }
+//!
+//! /// `mylib.total(x)`: the sum of any float32 tensor with `__dlpack__`, read in place.
+//! #[pyfunction]
+//! fn total(x: &Bound<'_, PyAny>) -> PyResult<f32> {
+//!     let tensor = from_dlpack(x)?;
+//!     Ok(tensor.view::<f32>().map_err(to_py_err)?.iter().sum())
+//! }
+//!
+//! #[pymodule]
+//! fn mylib(m: &Bound<'_, PyModule>) -> PyResult<()> {
+//!     dlpack_pyo3::register(m)?; // DLPackTensor and the exception classes, by name
+//!     m.add_function(wrap_pyfunction!(arange, m)?)?;
+//!     m.add_function(wrap_pyfunction!(total, m)?)?;
+//!     Ok(())
+//! }
+//! # fn main() {}
+//! ```
+//!
 //! Build the extension's `cdylib` with pyo3's `abi3-py39` feature (one build serves every
 //! CPython >= 3.9) and the `PYO3_BUILD_EXTENSION_MODULE` environment variable set, so that it
-//! does not link libpython. This crate's own tests embed CPython instead and link it.
+//! does not link libpython. cargo names the library `libmylib.so`; Python imports it as
+//! `mylib.abi3.so` (copy it so, as `scripts/steps/pyo3.check.sh` does with the test module, or
+//! build with maturin, which does it for you). This crate's own tests embed CPython instead
+//! and link it.
 
 mod capsule;
 #[cfg(feature = "cuda")]

@@ -77,6 +77,57 @@
 //! driver answers. The workspace's test driver follows the specification instead, which is why
 //! its tests refuse another context's pointer as unknown
 //! ([`dlpack_core::Error::UnknownPointer`]).
+//!
+//! # Rust USM to dpnp, step by step
+//!
+//! 1. A few lines of C++ beside the extension hand Rust the native Level Zero handles of the
+//!    SYCL queue dpnp works on (with dpctl's pybind11 type casters, `dpctl4pybind11.hpp`, a
+//!    `dpctl.SyclQueue` arrives as a `sycl::queue`), and the UUID of each SYCL device with its
+//!    position in `sycl::device::get_devices()`, which is the number dpnp puts in `device_id`:
+//!
+//!    ```text
+//!    auto ctx = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(q.get_context());
+//!    auto drv = sycl::get_native<sycl::backend::ext_oneapi_level_zero>(
+//!        q.get_device().get_platform());
+//!    auto uuid = device.get_info<sycl::ext::intel::info::device::uuid>();  // per device
+//!    ```
+//!
+//! 2. Rust adopts that context and numbers its devices as SYCL does:
+//!
+//!    ```no_run
+//!    use dlpack_oneapi::{Context, DeviceNumbering, LevelZero, sys};
+//!
+//!    /// `driver` and `context`: the handles from the C++ side, as integers; `sycl`: each
+//!    /// SYCL device's UUID and its position in `sycl::device::get_devices()`.
+//!    fn adopt(
+//!        driver: usize,
+//!        context: usize,
+//!        sycl: &[([u8; 16], i32)],
+//!    ) -> Result<Context, dlpack_core::Error> {
+//!        let ze = LevelZero::load()?;
+//!        let driver = ze.driver(core::ptr::with_exposed_provenance_mut(driver))?;
+//!        let mut table = Vec::new();
+//!        for device in driver.devices()? {
+//!            let uuid = device.properties()?.uuid;
+//!            if let Some(&(_, number)) = sycl.iter().find(|(u, _)| *u == uuid) {
+//!                table.push((device, number));
+//!            }
+//!        }
+//!        let context: sys::ze_context_handle_t = core::ptr::with_exposed_provenance_mut(context);
+//!        // SAFETY: the SYCL context outlives the adopted one and everything made from it (the
+//!        // Python side keeps its queue alive for as long as Rust uses the context).
+//!        unsafe { Context::from_raw(&driver, context, DeviceNumbering::table(table)) }
+//!    }
+//!    # fn main() {}
+//!    ```
+//!
+//! 3. USM allocated in the adopted context ([`dlpack_oneapi::UsmBuffer`]) and exported as a
+//!    [`DLPackTensor`] with `context.hooks()` goes to `dpnp.from_dlpack(obj)` without a copy,
+//!    and dpnp arrays come back through [`from_dlpack_oneapi`] with the same hooks.
+//!
+//! With a context of the crate's own instead ([`Context::new`](dlpack_oneapi::Context::new)),
+//! dpnp takes the tensor only on a driver that resolves pointers driver-wide (Intel's, by its
+//! source). None of these steps has run against dpnp yet (see below).
 
 //! # Not verified on hardware
 //!

@@ -154,11 +154,19 @@ fn arrays_candle_cannot_own_are_copied_and_the_reason_is_reported() -> Result {
         [[1., 2., 3.], [4., 5., 6.]]
     );
 
-    // A sliced array: row-major, but only part of its Vec.
+    // A sliced array: row-major, but only part of its Vec, after its start.
     let sliced = array![[1u32, 2], [3, 4], [5, 6]].slice_move(s![1.., ..]);
     let imported = dlpack_candle::import(sliced.into_dlpack()?, CopyMode::IfNeeded)?;
     assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_eq!(imported.tensor.to_vec2::<u32>()?, [[3, 4], [5, 6]]);
+
+    // Sliced to a prefix of its Vec: the Vec, truncated, moves.
+    let prefix = array![[1u32, 2], [3, 4], [5, 6]].slice_move(s![..2, ..]);
+    let address = prefix.as_ptr().addr();
+    let imported = dlpack_candle::import(prefix.into_dlpack()?, CopyMode::Never)?;
+    assert_eq!(imported.transfer, Transfer::Moved);
+    assert_eq!(storage_address::<u32>(&imported.tensor), address);
+    assert_eq!(imported.tensor.to_vec2::<u32>()?, [[1, 2], [3, 4]]);
 
     // A shared array: other clones still read its memory.
     let shared = array![1i32, 2, 3].into_shared();

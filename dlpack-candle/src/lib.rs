@@ -9,8 +9,9 @@
 //!   `Vec` of exactly the tensor's elements in row-major order, so the import takes the
 //!   producer's `Vec` when the producer owns its elements as one, the tensor is all of it, and
 //!   the layout is compact row-major (a `Vec`, a `Box<[T]>`, a derived struct over a `Vec`, a
-//!   standard-layout owned ndarray `Array`, a nalgebra `DVector`; not a Fortran-order or sliced
-//!   `Array`, nor a `DMatrix` of more than one row and column, which are column-major). It gives
+//!   standard-layout owned ndarray `Array`, also one sliced to a prefix of its `Vec`, a nalgebra
+//!   `DVector`; not a Fortran-order `Array`, one sliced past the start of its `Vec`, nor a
+//!   `DMatrix` of more than one row and column, which is column-major). It gives
 //!   a tensor exported from candle back as itself, and otherwise copies. The result says which
 //!   ([`Transfer`]); [`CopyMode::Never`] turns the copy into an error.
 //!

@@ -163,13 +163,17 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
         let dim = self.array.raw_dim();
         let placeholder = Array::from_elem(D::zeros(dim.ndim()), first);
         let array = core::mem::replace(&mut self.array, placeholder);
-        let (vec, offset) = array.into_raw_vec_and_offset();
+        let (mut vec, offset) = array.into_raw_vec_and_offset();
         let start = offset.unwrap_or(0);
-        if start == 0 && vec.len() == len {
+        if start == 0 && vec.len() >= len {
+            // All of the Vec, or its first `len` elements (an array sliced to a prefix, such as
+            // `s![..2, ..]`): the elements after them are dropped, and not a byte moves.
+            vec.truncate(len);
             *slot = Some(vec);
             return;
         }
-        // The elements are a contiguous run inside a larger Vec (the array was sliced). Rebuild
+        // The elements are a contiguous run inside a larger Vec, after its start (the array was
+        // sliced), which only a copy could make a Vec of their own. Rebuild
         // the same array over the same buffer: a 1-d array of the whole Vec, narrowed to the run,
         // reshaped in C order. Not one element moves, so the tensor's description stays true
         // (only the strides of size-1 axes, which address nothing, become the canonical ones).

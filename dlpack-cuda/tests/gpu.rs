@@ -17,10 +17,16 @@ mod suite;
 const SUITE: &str = "dlpack-cuda GPU suite";
 
 fn main() -> ExitCode {
+    // Exactly `1`, as the Python GPU tests read it.
     let switch = std::env::var("DLPACK_TEST_CUDA").unwrap_or_default();
-    if switch.is_empty() || switch == "0" {
+    if switch != "1" {
+        let value = if switch.is_empty() {
+            "unset".to_owned()
+        } else {
+            format!("{switch:?}")
+        };
         println!(
-            "{SUITE}: did not run ({} tests skipped); set DLPACK_TEST_CUDA=1 on a machine with an NVIDIA GPU to run it",
+            "{SUITE}: did not run ({} tests skipped; DLPACK_TEST_CUDA is {value}); set DLPACK_TEST_CUDA=1 on a machine with an NVIDIA GPU to run it",
             suite::CASES.len()
         );
         return ExitCode::SUCCESS;

@@ -6,7 +6,9 @@
 step "Level Zero loader and headers for dlpack-oneapi (libze1, libze-dev)"
 oneapi_ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
 oneapi_missing=()
-"$oneapi_ldconfig" -p 2>/dev/null | grep -q 'libze_loader\.so\.1 ' || oneapi_missing+=(libze1)
+# A here-string, not a pipe: `grep -q` stops at the first match, and under pipefail the
+# SIGPIPE that ldconfig then gets would count the installed loader as missing.
+grep -q 'libze_loader\.so\.1 ' <<<"$("$oneapi_ldconfig" -p 2>/dev/null)" || oneapi_missing+=(libze1)
 [[ -f /usr/include/level_zero/ze_api.h ]] || oneapi_missing+=(libze-dev)
 if ((${#oneapi_missing[@]})); then
     if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then

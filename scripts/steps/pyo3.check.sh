@@ -83,9 +83,15 @@ if ((!QUICK)); then
     [[ $pyo3_found == *leak_one_export* ]] ||
         die "the valgrind self-test did not find the deliberate leak of leak_one_export (log: $pyo3_log)"
     echo "    self-test: the deliberate leak was found"
-    "${pyo3_vg[@]}" --log-file="$pyo3_log" .venv/bin/python -m pytest -q -p no:cacheprovider \
-        "$ROOT/dlpack-pyo3/tests/python" | tail -1 ||
-        die "the Python tests failed under valgrind (log: $pyo3_log)"
+    pyo3_pytest_log=$(mktemp)
+    if "${pyo3_vg[@]}" --log-file="$pyo3_log" .venv/bin/python -m pytest -q -p no:cacheprovider \
+        "$ROOT/dlpack-pyo3/tests/python" >"$pyo3_pytest_log" 2>&1; then
+        tail -1 "$pyo3_pytest_log"
+        rm -f "$pyo3_pytest_log"
+    else
+        cat "$pyo3_pytest_log" >&2
+        die "the Python tests failed under valgrind (pytest's output above; valgrind's log: $pyo3_log)"
+    fi
     python3 "$ROOT/scripts/valgrind-ours.py" "$pyo3_log" dlpack ||
         die "valgrind found a definite leak or a memory error in DLPack code (records above; log: $pyo3_log)"
     rm -f "$pyo3_log"

@@ -67,6 +67,12 @@ impl ExportDesc {
 /// [`Export::describe`] on it there: the value does not move again until the consumer calls the
 /// deleter (or the tensor is reclaimed), so a producer may describe memory it holds inline.
 ///
+/// The value is dropped by the tensor's deleter, an `extern "C"` function that C consumers
+/// call, also when the owner is dropped in Rust: a `Drop` of the value that panics there aborts
+/// the process (a panic never unwinds into C). A panic in [`Export::check`],
+/// [`Export::ndim`] or [`Export::describe`] unwinds normally, dropping the value once and
+/// freeing the block.
+///
 /// ```
 /// use dlpack_core::{Device, Element, Export, ExportDesc, ManagedTensor};
 ///
@@ -278,17 +284,31 @@ unsafe fn release<H: Header, P: Export>(block: *mut u8, drop_producer: bool) {
     // SAFETY: the block is live and was fully initialised by `export`; `ndim` is never written
     // after that.
     let ndim = unsafe { (*block).prefix.ndim };
+    // SAFETY: `export` made a valid layout from this size and alignment for this `ndim`.
+    let layout = unsafe {
+        Layout::from_size_align_unchecked(Block::<H, P>::size(ndim), Block::<H, P>::ALIGN)
+    };
+    // The block is freed last, also when the producer's `Drop` panics (on the paths that
+    // release a block from Rust; the C deleter aborts on a panic instead).
+    let _free = Dealloc(block.cast(), layout);
     if drop_producer {
         // SAFETY: the producer was initialised by `export` and not dropped or moved out (the
         // caller says so), and nothing references it any more.
         unsafe { ManuallyDrop::drop(&mut (*block).producer) };
     }
-    // SAFETY: `export` made a valid layout from this size and alignment for this `ndim`.
-    let layout = unsafe {
-        Layout::from_size_align_unchecked(Block::<H, P>::size(ndim), Block::<H, P>::ALIGN)
-    };
-    // SAFETY: the block was allocated by the global allocator with exactly this layout.
-    unsafe { std::alloc::dealloc(block.cast(), layout) };
+}
+
+/// Frees a block when dropped: the last step of [`release`], which an unwinding producer
+/// `Drop` must not skip.
+struct Dealloc(*mut u8, Layout);
+
+impl Drop for Dealloc {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: made only by `release`, with a block the global allocator allocated with
+        // exactly this layout, which nothing uses once the producer is dropped.
+        unsafe { std::alloc::dealloc(self.0, self.1) };
+    }
 }
 
 /// Asks the producer of a block for its `Vec` ([`Export::give_vec`]).

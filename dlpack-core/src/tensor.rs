@@ -1389,7 +1389,11 @@ impl ManagedTensor {
         let mut slot: Option<Vec<T>> = None;
         self.ask_for_vec(&mut slot);
         match slot {
-            Some(v) => {
+            Some(mut v) => {
+                // Exactly the tensor's elements, even from a producer whose shape answered
+                // otherwise when asked again (the derive's `Dims` is a safe trait): the tensor
+                // is a prefix of the Vec, which `give_vec` only hands over whole.
+                v.truncate(self.len());
                 // The producer gave its memory up: deleting the tensor now drops only what is
                 // left of it, and frees the block.
                 drop(self);

@@ -319,13 +319,14 @@ fn a_macro_made_struct_round_trips() -> Result<(), Error> {
 
 #[test]
 fn a_user_buffer_round_trips_and_gives_its_vec() -> Result<(), Error> {
-    let w = WithMyBuffer {
+    let made = || WithMyBuffer {
         data: MyBuffer {
             header: 7,
             elements: vec![1.0, 2.0, 3.0, 4.0],
         },
         shape: [2, 2],
     };
+    let w = made();
     let address = w.data.elements.as_ptr();
     let tensor = ManagedTensor::export(w)?;
     assert_eq!(
@@ -346,13 +347,7 @@ fn a_user_buffer_round_trips_and_gives_its_vec() -> Result<(), Error> {
             expected: 2
         })
     );
-    let w = WithMyBuffer {
-        data: MyBuffer {
-            header: 7,
-            elements: vec![1.0, 2.0, 3.0, 4.0],
-        },
-        shape: [2, 2],
-    };
+    let w = made();
     let address = w.data.elements.as_ptr();
     let v = ManagedTensor::export(w)?.into_vec::<f64>().unwrap();
     assert_eq!(v.as_ptr(), address);

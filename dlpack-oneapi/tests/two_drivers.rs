@@ -2,9 +2,8 @@
 //! two vendors): the default numbering gives their GPUs distinct `kDLOneAPI` numbers, in SYCL's
 //! order (one platform per driver, in `zeDriverGet` order).
 //!
-//! The Level Zero loader reads its configuration once per process, so the case runs in a child
-//! process of this test binary with the environment it needs (the `#[ignore]`d `child_*` test is
-//! that child; it runs only when the parent starts it).
+//! The Level Zero loader reads its configuration once per process, so the test starts itself
+//! again in a child process with the environment it needs, and the child does the checks.
 
 #[allow(unused_imports)] // this file uses a part of the shared module
 mod common;
@@ -18,17 +17,11 @@ use dlpack_oneapi::{Context, LevelZero, UsmBuffer, UsmKind};
 /// Set in the child processes.
 const CHILD_VAR: &str = "DLPACK_ONEAPI_TWO_DRIVERS_CHILD";
 
-/// Runs the `#[ignore]`d test `name` of this binary in a child process with `env`, and returns
-/// whether it passed and its output.
+/// Runs the test `name` of this binary in a child process (marked by [`CHILD_VAR`]) with
+/// `env`, and returns whether it passed and its output.
 fn run_child(name: &str, env: &[(&str, String)]) -> (bool, String) {
     let mut cmd = Command::new(std::env::current_exe().expect("current_exe"));
-    cmd.args([
-        "--exact",
-        name,
-        "--include-ignored",
-        "--nocapture",
-        "--test-threads=1",
-    ]);
+    cmd.args(["--exact", name, "--nocapture", "--test-threads=1"]);
     for var in [
         "ZE_ENABLE_ALT_DRIVERS",
         "ZE_ENABLE_LOADER_INTERCEPT",
@@ -85,13 +78,13 @@ fn two_driver_libraries() -> Option<(PathBuf, PathBuf)> {
 #[test]
 fn two_drivers_do_not_give_two_gpus_the_same_dlpack_number() {
     if std::env::var_os(CHILD_VAR).is_some() {
-        return;
+        return in_the_child();
     }
     let Some((first, second)) = two_driver_libraries() else {
         return;
     };
     let (ok, out) = run_child(
-        "child_two_drivers",
+        "two_drivers_do_not_give_two_gpus_the_same_dlpack_number",
         &[
             (
                 "ZE_ENABLE_ALT_DRIVERS",
@@ -105,12 +98,11 @@ fn two_drivers_do_not_give_two_gpus_the_same_dlpack_number() {
     if let Some(dir) = second.parent() {
         let _ = std::fs::remove_dir(dir);
     }
-    assert!(ok, "child_two_drivers failed; its output is above");
+    assert!(ok, "the child process failed; its output is above");
 }
 
-#[test]
-#[ignore = "run by two_drivers_do_not_give_two_gpus_the_same_dlpack_number in a child process"]
-fn child_two_drivers() {
+/// The checks, in the child process whose loader sees the two drivers.
+fn in_the_child() {
     let ze = LevelZero::load().expect("the loader with two test drivers");
     let drivers = ze.drivers().expect("zeDriverGet");
     println!("zeDriverGet: {} drivers", drivers.len());

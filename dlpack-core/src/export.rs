@@ -143,8 +143,10 @@ pub unsafe trait Export: Send + 'static {
     /// elements) into `strides`. Called once, on the value at its final address.
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc;
 
-    /// Hands the elements over as a `Vec`, if this producer owns them as one laid out exactly
-    /// as described: the whole `Vec`, row-major, from its first element, in host memory.
+    /// Hands the elements over as a `Vec`, if this producer owns them as one laid out as
+    /// described: row-major, from the `Vec`'s first element, in host memory. The tensor may be
+    /// the whole `Vec` or its first elements: [`ManagedTensor::into_vec`] keeps exactly the
+    /// tensor's (it truncates the `Vec`).
     ///
     /// `slot` is an `Option<Vec<T>>` (as `dyn Any`) for the element type `T` the caller wants.
     /// If `T` is this producer's element type and it can give its `Vec` up, move the `Vec` into

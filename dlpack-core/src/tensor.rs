@@ -1364,8 +1364,8 @@ impl ManagedTensor {
     /// Unlike [`ManagedTensor::reclaim`], the caller need not know the producer's type: this is
     /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The tensor must
     /// be a CPU tensor of `T` in compact row-major order with `byte_offset` 0; the producer
-    /// checks the rest (that the tensor is its whole `Vec`, from the first element:
-    /// [`Export::give_vec`]).
+    /// checks the rest (that the tensor starts at its `Vec`'s first element:
+    /// [`Export::give_vec`]), and the `Vec` is cut to the tensor's elements.
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -1390,9 +1390,9 @@ impl ManagedTensor {
         self.ask_for_vec(&mut slot);
         match slot {
             Some(mut v) => {
-                // Exactly the tensor's elements, even from a producer whose shape answered
-                // otherwise when asked again (the derive's `Dims` is a safe trait): the tensor
-                // is a prefix of the Vec, which `give_vec` only hands over whole.
+                // Exactly the tensor's elements: the tensor is the Vec or its first elements
+                // (`give_vec`'s contract), also for a producer whose shape answers otherwise
+                // when asked again (the derive's `Dims` is a safe trait).
                 v.truncate(self.len());
                 // The producer gave its memory up: deleting the tensor now drops only what is
                 // left of it, and frees the block.

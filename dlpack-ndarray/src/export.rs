@@ -69,8 +69,9 @@ fn write_layout(
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 ///
-/// When the array is in standard (C) layout and fills its whole `Vec` from the first element,
-/// [`ManagedTensor::into_vec`] takes that `Vec` without a copy ([`Export::give_vec`]); this is
+/// When the array is in standard (C) layout and starts at its `Vec`'s first element (all of it,
+/// or a prefix), [`ManagedTensor::into_vec`] takes that `Vec` without a copy
+/// ([`Export::give_vec`]); this is
 /// how a consumer that must own a `Vec` (candle's CPU storage) takes an ndarray's memory.
 pub struct OwnedArray<T, D> {
     array: Array<T, D>,
@@ -119,9 +120,9 @@ impl<T: Element, D: Dimension + 'static> From<Array<T, D>> for OwnedArray<T, D> 
 // an initialised `T`, and that the Vec's buffer does not move when the array moves. The array is
 // owned by this producer alone (nobody else can read or write it), and an owned array's memory
 // is writable. `T: Element` makes `T::DTYPE` the dtype of that memory; `ndim()` is the array's
-// fixed dimension count. `give_vec` hands the Vec over only when it is exactly the described
-// tensor (standard layout, from the Vec's first element, all of it); otherwise it leaves the
-// elements where they were (see there).
+// fixed dimension count. `give_vec` hands the Vec over only when the described tensor starts
+// it (standard layout, from the Vec's first element); otherwise it leaves the elements where
+// they were (see there).
 unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
     // An owned array's elements live in its Vec's heap buffer, never inline.
     const GIVES_VEC: bool = true;
@@ -157,18 +158,17 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
             *slot = Some(Vec::new());
             return;
         };
-        // Only `into_raw_vec_and_offset` tells whether the elements fill the whole Vec, and it
+        // Only `into_raw_vec_and_offset` tells where the elements start in the Vec, and it
         // consumes the array: swap in a placeholder (no elements unless 0-d, where it holds a
-        // copy of the one element), look, and put the array back if the Vec is not all ours.
+        // copy of the one element), look, and put the array back if they do not start it.
         let dim = self.array.raw_dim();
         let placeholder = Array::from_elem(D::zeros(dim.ndim()), first);
         let array = core::mem::replace(&mut self.array, placeholder);
-        let (mut vec, offset) = array.into_raw_vec_and_offset();
+        let (vec, offset) = array.into_raw_vec_and_offset();
         let start = offset.unwrap_or(0);
-        if start == 0 && vec.len() >= len {
+        if start == 0 {
             // All of the Vec, or its first `len` elements (an array sliced to a prefix, such as
-            // `s![..2, ..]`): the elements after them are dropped, and not a byte moves.
-            vec.truncate(len);
+            // `s![..2, ..]`), which `into_vec` cuts the Vec to: not a byte moves.
             *slot = Some(vec);
             return;
         }

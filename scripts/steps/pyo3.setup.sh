@@ -3,9 +3,10 @@
 
 step "Python packages for dlpack-pyo3 (numpy, jax[cpu], apache-tvm-ffi, pytest)"
 ensure_venv
-# Exactly these versions (PyPI, CPython 3.11, manylinux x86_64). jax[cpu] is jax plus jaxlib
-# (ml_dtypes, a dependency of jax, is pinned too: the tests use its bfloat16);
-# apache-tvm-ffi is the wheel the dlpack.h step downloads, reused from .cache/wheels.
+# Exactly these versions (PyPI, CPython 3.11, manylinux x86_64), the packages the tests import
+# and every package they pull in, so that a new release of a dependency cannot change a run.
+# jax[cpu] is jax plus jaxlib (ml_dtypes, a dependency of jax, is used by the tests for its
+# bfloat16); apache-tvm-ffi is the wheel the dlpack.h step downloads, reused from .cache/wheels.
 PYO3_PY_PINS=(
     numpy==2.4.6
     ml_dtypes==0.6.0
@@ -13,6 +14,16 @@ PYO3_PY_PINS=(
     jaxlib==0.10.2
     apache-tvm-ffi==0.1.15.post2
     pytest==9.2.0
+    # pulled in by jax and jaxlib
+    opt_einsum==3.4.0
+    scipy==1.17.1
+    # pulled in by apache-tvm-ffi
+    typing_extensions==4.16.0
+    # pulled in by pytest
+    iniconfig==2.3.1
+    packaging==26.4
+    pluggy==1.7.0
+    Pygments==2.21.0
 )
 if .venv/bin/python - "${PYO3_PY_PINS[@]}" <<'PYEOF'; then
 import sys

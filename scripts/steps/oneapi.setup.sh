@@ -11,16 +11,10 @@ oneapi_missing=()
 grep -q 'libze_loader\.so\.1 ' <<<"$("$oneapi_ldconfig" -p 2>/dev/null)" || oneapi_missing+=(libze1)
 [[ -f /usr/include/level_zero/ze_api.h ]] || oneapi_missing+=(libze-dev)
 if ((${#oneapi_missing[@]})); then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-        echo "    installing ${oneapi_missing[*]} (apt-get)"
-        quietly "apt-get update" apt-get update -qq
-        quietly "install ${oneapi_missing[*]}" env DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -qq --no-install-recommends "${oneapi_missing[@]}"
-    else
+    apt_install "${oneapi_missing[@]}" ||
         die "dlpack-oneapi's tests need Debian's Level Zero packages; missing: ${oneapi_missing[*]} \
-(libze1 provides libze_loader.so.1, libze-dev provides /usr/include/level_zero/ze_api.h). \
-Install them as root: apt-get install ${oneapi_missing[*]}"
-    fi
+(libze1 provides libze_loader.so.1, libze-dev provides /usr/include/level_zero/ze_api.h), and \
+$NOT_ROOT_HINT. Install them as root: apt-get install ${oneapi_missing[*]}"
 fi
 if command -v dpkg-query >/dev/null; then
     echo "    have $(dpkg-query -W -f='${Package} ${Version}  ' libze1 libze-dev 2>/dev/null)"

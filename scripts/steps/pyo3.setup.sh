@@ -56,12 +56,7 @@ pyo3_libpython=$("$PYO3_PYTHON" -c 'import os, sysconfig as s
 shared = s.get_config_var("Py_ENABLE_SHARED")
 print(os.path.join(s.get_config_var("LIBDIR") or "", s.get_config_var("LDLIBRARY") or "") if shared else "")')
 if [[ -n "$pyo3_libpython" && ! -e "$pyo3_libpython" ]]; then
-    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-        echo "    installing python3-dev for $pyo3_libpython (apt-get)"
-        quietly "apt-get update" apt-get update -qq
-        quietly "install python3-dev" env DEBIAN_FRONTEND=noninteractive \
-            apt-get install -y -qq --no-install-recommends python3-dev
-    fi
+    apt_install python3-dev || true
     [[ -e "$pyo3_libpython" ]] || die "dlpack-pyo3's tests link $pyo3_libpython, which is missing: \
-install Python's development files (Debian: sudo apt-get install python3-dev) and rerun"
+install Python's development files as root (Debian: apt-get install python3-dev) and rerun"
 fi

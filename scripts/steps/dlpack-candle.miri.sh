@@ -4,4 +4,4 @@
 # One test is #[ignore]d under Miri: a contended parking_lot lock, whose parking code casts
 # integers to pointers. The step took 149 s alone and 220-330 s beside the other checks (2 cores).
 step "cargo miri test -p dlpack-candle"
-cargo +nightly miri test -p dlpack-candle --all-features --lib --tests
+cargo +"$MIRI_TOOLCHAIN" miri test -p dlpack-candle --all-features --lib --tests

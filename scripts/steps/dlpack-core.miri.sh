@@ -1,4 +1,4 @@
 # dlpack-core: every unit and integration test under Miri (strict provenance), but the
 # header_layout test, which is #[ignore]d under Miri (it runs the C compiler).
 step "cargo miri test -p dlpack-core"
-cargo +nightly miri test -p dlpack-core --all-features --lib --tests
+cargo +"$MIRI_TOOLCHAIN" miri test -p dlpack-core --all-features --lib --tests

@@ -2,4 +2,4 @@
 # crate hands to nalgebra as safe views survive nalgebra's iterators and BLAS routines, which go
 # out of bounds on the layouts it refuses.
 step "cargo miri test -p dlpack-nalgebra"
-cargo +nightly miri test -p dlpack-nalgebra --all-features --lib --tests
+cargo +"$MIRI_TOOLCHAIN" miri test -p dlpack-nalgebra --all-features --lib --tests

@@ -14,7 +14,7 @@
 //! - an accepted tensor's deleter runs exactly once on drop;
 //! - nothing panics.
 //!
-//! Run: `cd fuzz && cargo +nightly fuzz run import` (see docs/bad-inputs.md).
+//! Run: `cd fuzz && cargo +nightly-2026-05-20 fuzz run import` (see docs/bad-inputs.md).
 
 #![no_main]
 

@@ -1494,7 +1494,10 @@ impl fmt::Debug for ManagedTensor {
 
 // SAFETY: describes the tensor this owner holds. Its memory is initialised and stays valid until
 // the owner is dropped (the import and export contracts); it is writable unless READ_ONLY, which
-// the description passes on. Shape and strides are copied, so `ndim()` is stable.
+// the description passes on, and adds when an element lies in this tensor's own struct, shape or
+// strides (the wrapper's description is fresh copies, so its checks could not see that a write
+// would change the layout this owner was validated with). Shape and strides are copied, so
+// `ndim()` is stable.
 unsafe impl Export for ManagedTensor {
     // The owner holds a pointer to the tensor, never its elements.
     const GIVES_VEC: bool = true;
@@ -1504,12 +1507,22 @@ unsafe impl Export for ManagedTensor {
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> crate::ExportDesc {
         shape.copy_from_slice(self.shape());
         strides.copy_from_slice(self.strides());
+        let mut flags = self.flags();
+        if self
+            .checked
+            .check_disjoint_from_description(self.header())
+            .is_err()
+        {
+            // Writing such an element would rewrite this owner's layout behind its back (a
+            // foreign tensor may lie over its own shape array: bad input #62).
+            flags |= Flags::READ_ONLY;
+        }
         crate::ExportDesc {
             data: self.data_ptr(),
             byte_offset: self.byte_offset(),
             dtype: self.dtype(),
             device: self.device(),
-            flags: self.flags(),
+            flags,
             allocation: None,
         }
     }

@@ -1870,6 +1870,74 @@ fn view_mut_refuses_data_that_overlaps_the_strides_or_the_struct() {
     );
 }
 
+/// Wrapping such a tensor (it is itself an `Export` producer: `ManagedTensor::export`,
+/// `into_raw` of a legacy or restricted owner, `into_raw_legacy` of a versioned one) gives a
+/// description made of fresh copies, whose own checks cannot see the overlap: so the wrapper
+/// says READ_ONLY. Otherwise a safe write through the wrapper would rewrite the inner owner's
+/// validated shape, and reading the inner owner back would leave its allocation.
+#[test]
+fn a_tensor_whose_data_overlaps_its_description_stays_read_only_when_wrapped() {
+    use dlpack_core::Flags;
+    for (offset, what) in [
+        (std::mem::offset_of!(SelfContained, shape), "shape array"),
+        (
+            std::mem::offset_of!(SelfContained, strides),
+            "strides array",
+        ),
+        (
+            std::mem::offset_of!(SelfContained, managed.dl_tensor.ndim),
+            "managed tensor struct",
+        ),
+    ] {
+        let mut wrapped = ManagedTensor::export(self_contained(offset)).unwrap();
+        assert!(wrapped.is_read_only(), "{what}");
+        assert_eq!(
+            wrapped.view_mut::<i64>().unwrap_err(),
+            Error::ReadOnly,
+            "{what}"
+        );
+        // Reading through the wrapper is as harmless as reading the tensor itself.
+        let before = wrapped.to_vec::<i64>().unwrap();
+        let inner: ManagedTensor = wrapped.reclaim().ok().expect("the wrapped owner");
+        assert_eq!(
+            (inner.shape(), inner.to_vec::<i64>().unwrap()),
+            (&[3][..], before)
+        );
+
+        // Handed to C as legacy: a legacy struct cannot say read-only, so it is refused.
+        assert_eq!(
+            self_contained(offset).into_raw_legacy().unwrap_err(),
+            Error::LegacyReadOnly,
+            "{what}"
+        );
+
+        // Handed to C through a versioned wrapper (the inner owner is restricted): the wrapper's
+        // flags say read-only, and a consumer importing it gets a read-only owner.
+        let raw = inner.into_read_only().into_raw().unwrap();
+        // SAFETY: `into_raw` returned a live versioned tensor that this test now owns.
+        let flags = Flags(unsafe { (*raw).flags });
+        assert!(flags.contains(Flags::READ_ONLY), "{what}: {flags:?}");
+        // SAFETY: as above; the owner takes it over and deletes it once.
+        let mut back = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+        assert_eq!(
+            back.view_mut::<i64>().unwrap_err(),
+            Error::ReadOnly,
+            "{what}"
+        );
+    }
+    // Data clear of the description: the wrapper stays writable, and writes reach the tensor.
+    let mut wrapped =
+        ManagedTensor::export(self_contained(std::mem::offset_of!(SelfContained, data))).unwrap();
+    assert!(!wrapped.is_read_only());
+    wrapped
+        .view_mut::<i64>()
+        .unwrap()
+        .copy_from_slice(&[4, 5, 6])
+        .unwrap();
+    let inner: ManagedTensor = wrapped.reclaim().ok().expect("the wrapped owner");
+    assert_eq!(inner.to_vec::<i64>().unwrap(), [4, 5, 6]);
+}
+
 // --- a future major version whose struct is smaller than 1.x's --------------------------------
 
 /// What DLPack promises of every major version: the prefix up to `deleter` (and `flags`).

@@ -1,7 +1,7 @@
 //! [`Flags`]: the `flags` bit set of `DLManagedTensorVersioned`.
 
 use core::fmt;
-use core::ops::{BitAnd, BitOr, BitOrAssign};
+use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
 
 /// The `flags` field of a versioned managed tensor, a `u64` in the ABI.
 ///
@@ -11,6 +11,10 @@ use core::ops::{BitAnd, BitOr, BitOrAssign};
 /// assert!(f.contains(Flags::READ_ONLY));
 /// assert_eq!(f.to_string(), "READ_ONLY | IS_COPIED");
 /// assert_eq!(Flags::empty().to_string(), "(none)");
+/// let mut g = f;
+/// g &= !Flags::READ_ONLY;
+/// assert_eq!(g, Flags::IS_COPIED);
+/// assert!((g & Flags::READ_ONLY).is_empty());
 /// ```
 #[repr(transparent)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -30,6 +34,11 @@ impl Flags {
     /// No flag set.
     pub const fn empty() -> Self {
         Flags(0)
+    }
+
+    /// Whether no bit is set.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
     }
 
     /// Whether every bit of `other` is set in `self`.
@@ -70,6 +79,20 @@ impl BitAnd for Flags {
     type Output = Flags;
     fn bitand(self, rhs: Flags) -> Flags {
         Flags(self.0 & rhs.0)
+    }
+}
+
+impl BitAndAssign for Flags {
+    fn bitand_assign(&mut self, rhs: Flags) {
+        self.0 &= rhs.0;
+    }
+}
+
+/// Every bit flipped, unknown ones included (`flags & !Flags::READ_ONLY` clears one flag).
+impl Not for Flags {
+    type Output = Flags;
+    fn not(self) -> Flags {
+        Flags(!self.0)
     }
 }
 

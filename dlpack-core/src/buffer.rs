@@ -38,7 +38,11 @@ use crate::{CheckedTensor, Device, Element, Error, Export, ExportDesc, Flags};
 /// element-aligned pointer to [`Buffer::len`] initialised values of `Self::Elem` in one
 /// allocation on [`Buffer::device`], which no one else writes (nor reads, unless
 /// [`Buffer::is_read_only`]); unless `is_read_only` returns `true`, that memory is valid for
-/// writes. `len`, `device` and `is_read_only` return the same values on every call.
+/// writes. `len`, `device` and `is_read_only` return the same values on every call. If
+/// [`Buffer::GIVES_VEC`] is `true`, those elements do not lie inside the value itself (they are
+/// on the heap, as a `Vec`'s are): a producer holding the buffer passes the constant on as its
+/// own [`Export::GIVES_VEC`], whose `give_vec` borrows the value mutably, which would
+/// invalidate a pointer to elements held inline.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a DLPack buffer",
     label = "a data field must hold a buffer of elements",
@@ -70,7 +74,8 @@ pub unsafe trait Buffer: Send + 'static {
     }
 
     /// Whether [`Buffer::take_vec`] may give a `Vec`. Set it only for buffers whose elements
-    /// live on the heap, outside the value (see [`Export::GIVES_VEC`]). Default `false`.
+    /// live on the heap, outside the value (a requirement of the trait's `# Safety` section;
+    /// see [`Export::GIVES_VEC`]). Default `false`.
     const GIVES_VEC: bool = false;
 
     /// Gives the elements up as a host `Vec`, leaving the buffer empty, if this buffer is one

@@ -112,6 +112,10 @@ impl ExportDesc {
 ///   anyone else meanwhile except through this tensor (shared read-only access is fine when the
 ///   description is read-only);
 /// - unless the description is read-only, that memory is valid for writes;
+/// - if [`Export::GIVES_VEC`] is `true`, none of that memory lies inside the value itself (it is
+///   on the heap, say): [`Export::give_vec`] borrows the value mutably, which invalidates
+///   pointers into the value, and the tensor is read through its data pointer again when
+///   `give_vec` gives nothing;
 /// - the description is one this crate's importer accepts ([`CheckedTensor`](crate::CheckedTensor)
 ///   lists the checks: a known dtype, non-negative sizes, a span that fits in the address
 ///   space, ...). [`ManagedTensor::export`](crate::ManagedTensor::export) checks it anyway and
@@ -125,7 +129,8 @@ pub unsafe trait Export: Send + 'static {
     /// Whether [`Export::give_vec`] may hand over a `Vec`; `false` (the default) means it is
     /// never called. Set it only for producers whose elements live outside the value itself
     /// (on the heap): calling `give_vec` borrows the value mutably, which would invalidate a
-    /// pointer to elements held inline, in the value.
+    /// pointer to elements held inline, in the value (a requirement of the trait's `# Safety`
+    /// section).
     const GIVES_VEC: bool = false;
 
     /// The number of dimensions; called once, before the value moves into the tensor.

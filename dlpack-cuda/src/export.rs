@@ -16,7 +16,9 @@ use dlpack_core::{
     describe_buffer,
 };
 
-use crate::driver::{ContextScope, Driver, cuda_driver, driver_error, runtime_error};
+use crate::driver::{
+    ContextScope, Driver, STREAM_PER_THREAD, cuda_driver, driver_error, runtime_error,
+};
 use crate::hooks::HookLogic;
 
 /// A cudarc device allocation as a DLPack buffer: `kDLCUDA` on the slice's device.
@@ -87,6 +89,12 @@ impl<T: Element> CudaBuffer<T> {
     /// serve the tensor ([`DeviceHooks::make_ready`] records its event there), so queue later
     /// writes on that stream, or order them before it: `CudaHooks::new(slice.stream().clone())`
     /// makes the slice's own stream that stream.
+    ///
+    /// A slice of the per-thread default stream (cudarc's `per_thread_stream()`) is the one
+    /// exception: that handle names the calling thread's own stream, which no other thread
+    /// (a consumer's, the deleter's, where the slice is freed) can order work after. So its
+    /// pending work is waited for here, on the host: wrap such a slice on the thread that
+    /// queued that work. ([`CudaBuffer::slice_mut`]'s guard waits again when it drops.)
     pub fn new(mut slice: CudaSlice<T>) -> Self {
         let address = settle(&mut slice);
         CudaBuffer {
@@ -127,7 +135,8 @@ impl<T: Element> CudaBuffer<T> {
 }
 
 /// Orders cudarc's pending work on `slice` from other streams into its own stream, and returns
-/// the address of its first element.
+/// the address of its first element. A slice of the per-thread default stream is waited for
+/// instead (see [`CudaBuffer::new`]).
 fn settle<T>(slice: &mut CudaSlice<T>) -> usize {
     // cudarc binds the slice's context for the wait below; the thread keeps its own.
     let _keep = ContextScope::preserve();
@@ -136,6 +145,11 @@ fn settle<T>(slice: &mut CudaSlice<T>) -> usize {
     // slice on other streams; the returned guard records a write event when dropped.
     let (address, record) = slice.device_ptr_mut(&stream);
     drop(record);
+    if stream.cu_stream().addr() == STREAM_PER_THREAD {
+        // The handle names this thread's stream only; no other thread can order work after
+        // it. A failure is kept in the context, where cudarc reports it at its next call.
+        stream.context().record_err(stream.synchronize());
+    }
     // 64-bit targets only (lib.rs): a CUdeviceptr fits usize.
     address as usize
 }

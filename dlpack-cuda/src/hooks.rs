@@ -93,6 +93,17 @@ impl<D: Driver> HookLogic<D> {
     /// Adds the stream of one more device.
     pub(crate) fn add_stream(&mut self, stream: D::Stream) -> Result<(), Error> {
         let ordinal = self.driver.stream_ordinal(&stream);
+        if self.driver.stream_handle(&stream) == STREAM_PER_THREAD {
+            // The driver reads the handle as the *calling* thread's per-thread stream, and the
+            // hooks run on whichever thread exports, imports or deletes a tensor: they would
+            // order work on a stream the producer never used.
+            return Err(runtime_error(format!(
+                "the per-thread default stream (handle 0x2, cudarc's per_thread_stream()) of \
+                 cuda:{ordinal} cannot be the hooks' stream: the driver takes it to mean the \
+                 calling thread's own stream, and the hooks run on whichever thread exports, \
+                 imports or deletes a tensor; use default_stream() or a stream of new_stream()"
+            )));
+        }
         if self
             .streams
             .iter()
@@ -145,12 +156,11 @@ impl<D: Driver> HookLogic<D> {
     }
 
     /// The `stream=` value this side passes to a producer's `__dlpack__` for a tensor on
-    /// `device`: its stream for that device (1 for the legacy default stream, 2 for the
-    /// per-thread one), or 1 when none is configured.
+    /// `device`: its stream for that device (1 for the legacy default stream), or 1 when none
+    /// is configured. (A per-thread default stream is never configured: `add_stream`.)
     pub(crate) fn consumer_stream(&self, device: Device) -> Result<i64, Error> {
         match self.handle(self.queue(device)) {
             STREAM_LEGACY => Ok(1),
-            STREAM_PER_THREAD => Ok(2),
             handle => i64::try_from(handle).map_err(|_| Error::Overflow {
                 what: format!(
                     "the stream handle {handle:#x} does not fit a Python int stream argument (i64)"
@@ -272,7 +282,8 @@ pub struct CudaHooks {
 }
 
 impl CudaHooks {
-    /// Hooks whose work on `stream`'s device runs on `stream`.
+    /// Hooks whose work on `stream`'s device runs on `stream`. Fails if the driver cannot be
+    /// loaded, or if `stream` is the per-thread default stream ([`CudaHooks::with_stream`]).
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, Error> {
         Self::on_default_streams()?.with_stream(stream)
     }
@@ -285,7 +296,10 @@ impl CudaHooks {
         })
     }
 
-    /// Adds the stream of another device. Fails if a stream of that device is already set.
+    /// Adds the stream of another device. Fails if a stream of that device is already set, or
+    /// if it is the per-thread default stream (cudarc's `per_thread_stream()`): the driver
+    /// reads that handle as the calling thread's own stream, and hooks run on whichever thread
+    /// exports, imports or deletes a tensor.
     pub fn with_stream(mut self, stream: Arc<CudaStream>) -> Result<Self, Error> {
         self.logic.add_stream(stream)?;
         Ok(self)
@@ -297,8 +311,8 @@ impl CudaHooks {
     }
 
     /// The `stream=` argument to pass to a producer's `__dlpack__` when this side imports a
-    /// tensor on `device`: the configured stream's handle, `1` for the legacy default stream
-    /// (also when none is configured) or `2` for the per-thread one.
+    /// tensor on `device`: the configured stream's handle, or `1` for the legacy default
+    /// stream (also when none is configured).
     pub fn consumer_stream(&self, device: Device) -> Result<i64, Error> {
         self.logic.consumer_stream(device)
     }

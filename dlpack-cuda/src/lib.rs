@@ -88,6 +88,11 @@
 //! - The handshake is one-way: a consumer that still has work queued on the memory when it
 //!   calls the deleter must order that itself (DLPack has no way to say so); the memory is then
 //!   freed on the producer's stream.
+//! - The per-thread default stream (handle 2, cudarc's `per_thread_stream()`) names the calling
+//!   thread's own stream, and tensors are read, handed on and freed on any thread. So it cannot
+//!   be the hooks' stream ([`CudaHooks::new`] refuses it), and a slice of it is waited for, on
+//!   the host, when [`CudaBuffer::new`] wraps it. A consumer may still ask for its own
+//!   per-thread stream (`stream=2`, from its own thread).
 //! - Strided device tensors are gathered through the host (one copy of the reachable span), as
 //!   no kernels ship with this crate.
 //! - A span is checked against the range `cuPointerGetAttributes` reports for the tensor's
@@ -95,7 +100,11 @@
 //!   belongs to, so for memory of the stream-ordered allocator (memory pools, what PyTorch,
 //!   CuPy and cudarc use on current GPUs) it may be the pool's reservation rather than the one
 //!   allocation: a span that overruns its allocation but stays inside the pool is then not
-//!   caught. (What the driver reports there is among what the GPU suite has yet to show.) The
+//!   caught. The same holds for memory mapped through CUDA's virtual memory management
+//!   (`cuMemAddressReserve` and `cuMemMap`, behind PyTorch's `expandable_segments`): the range
+//!   is the whole reservation, mapped or not, so a pointer into an unmapped part of it passes
+//!   the check and the first copy from it faults on the device (a sticky error, which ends the
+//!   context). (What the driver reports there is among what the GPU suite has yet to show.) The
 //!   driver API documents the range for device allocations only: where a driver refuses to
 //!   report it (for page-locked host memory, say), the memory kind and device are asked for
 //!   again alone and still checked, and the span is not.

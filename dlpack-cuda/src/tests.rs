@@ -421,6 +421,36 @@ fn a_second_stream_for_the_same_device_is_refused() {
 }
 
 #[test]
+fn the_per_thread_default_stream_is_refused_as_the_hooks_stream() {
+    // The driver reads handle 2 as the calling thread's own stream, and hooks run on any
+    // thread: a consumer thread's make_ready would record its event on an empty stream.
+    let fake = Fake::new();
+    let mut hooks = HookLogic::new(fake.clone());
+    let err = hooks
+        .add_stream(FakeStream {
+            ordinal: 0,
+            handle: STREAM_PER_THREAD,
+        })
+        .unwrap_err();
+    assert!(matches!(err, Error::Runtime { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("per-thread default stream") && message.contains("new_stream()"),
+        "{message}"
+    );
+    // Nothing was configured: device 0 is served on the legacy default stream, and a consumer
+    // asking for its own per-thread stream (stream=2, on its thread) gets the event.
+    assert_eq!(hooks.consumer_stream(Device::cuda(0)), Ok(1));
+    hooks
+        .make_ready(Device::cuda(0), StreamRequest::PerThreadDefault)
+        .unwrap();
+    assert_eq!(
+        fake.take_calls(),
+        handshake(0, STREAM_LEGACY, STREAM_PER_THREAD, 1)
+    );
+}
+
+#[test]
 fn the_event_is_destroyed_even_when_recording_or_waiting_fails() {
     for failing in ["record", "wait"] {
         let fake = Fake::new();
@@ -474,14 +504,6 @@ fn the_consumer_stream_argument_names_our_stream() {
     let hooks = hooks(&fake, &[STREAM_0]);
     assert_eq!(hooks.consumer_stream(Device::cuda(0)), Ok(0x5000));
     assert_eq!(hooks.consumer_stream(Device::cuda(1)), Ok(1));
-    let per_thread = hooks_on(
-        &fake,
-        FakeStream {
-            ordinal: 0,
-            handle: STREAM_PER_THREAD,
-        },
-    );
-    assert_eq!(per_thread.consumer_stream(CUDA_MANAGED), Ok(2));
     let null = hooks_on(
         &fake,
         FakeStream {

@@ -41,6 +41,8 @@ pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
     a_cudarc_slice_is_refused_for_gaps_of_bool_and_in_a_context_with_an_error,
     pinned_memory_is_copied_after_the_producers_pending_write,
     a_write_into_memory_holding_the_tensors_own_strides_is_refused,
+    the_per_thread_default_stream_cannot_serve_as_the_hooks_stream,
+    a_per_thread_stream_slice_is_read_after_its_write_on_other_threads,
 ];
 
 /// The bytes of some elements, to compare values of any element type.
@@ -502,6 +504,90 @@ fn every_stream_value_is_served_on_a_real_device(context: &Arc<CudaContext>) {
         "two streams for one device"
     );
     other.synchronize().expect("the other stream");
+}
+
+fn the_per_thread_default_stream_cannot_serve_as_the_hooks_stream(context: &Arc<CudaContext>) {
+    let err = CudaHooks::new(context.per_thread_stream()).expect_err("per-thread hooks refused");
+    assert!(matches!(err, Error::Runtime { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("per-thread default stream"),
+        "{err}"
+    );
+    let err = CudaHooks::on_default_streams()
+        .expect("hooks")
+        .with_stream(context.per_thread_stream())
+        .expect_err("refused by with_stream too");
+    assert!(
+        err.to_string().contains("per-thread default stream"),
+        "{err}"
+    );
+}
+
+/// A slice of a producer thread's per-thread default stream, its write still pending when it is
+/// wrapped: wrapping waits for it, so a consumer on another thread (which cannot name that
+/// stream) reads the write, and the free on the deleter's thread comes after it.
+fn a_per_thread_stream_slice_is_read_after_its_write_on_other_threads(context: &Arc<CudaContext>) {
+    // Made before any stream is blocked: cudarc's first `new_stream` synchronises the context.
+    let consumer_stream = context.new_stream().expect("consumer stream");
+    let producer_context = context.clone();
+    let (tensor, waited) = std::thread::spawn(move || {
+        let stream = producer_context.per_thread_stream();
+        let mut slice = stream.clone_htod(&[0u32; 4]).expect("upload zeros");
+        stream.synchronize().expect("zeros written");
+        // Block this thread's stream for 200 ms, then queue the producer's write behind it.
+        let (release, wait) = channel::<()>();
+        let wait = Box::into_raw(Box::new(wait)).cast::<c_void>();
+        // SAFETY: the host function takes back the box it is given and makes no CUDA call.
+        unsafe { result::stream::launch_host_function(stream.cu_stream(), wait_for_release, wait) }
+            .expect("cuLaunchHostFunc");
+        stream
+            .memcpy_htod(&[7u32; 4], &mut slice)
+            .expect("queue the write");
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = release.send(());
+        });
+        let start = std::time::Instant::now();
+        let buffer = CudaBuffer::new(slice);
+        let waited = start.elapsed();
+        releaser.join().expect("releaser");
+        let tensor = ManagedTensor::export(buffer).expect("export");
+        (tensor, waited)
+    })
+    .join()
+    .expect("producer thread");
+    // Not a timing assertion on the code under test: the wrap must have outlasted the block, or
+    // it returned before the pending write it exists to wait for.
+    assert!(
+        waited >= Duration::from_millis(100),
+        "CudaBuffer::new returned after {waited:?}, before the producer's stream was released"
+    );
+    // This thread reads through hooks on the legacy default stream, and through its own stream
+    // after the handshake.
+    let hooks = CudaHooks::on_default_streams().expect("hooks");
+    assert_eq!(tensor.to_host_vec::<u32>(&hooks).expect("to host"), [7; 4]);
+    let handle = consumer_stream.cu_stream().addr();
+    hooks
+        .make_ready(tensor.device(), StreamRequest::Handle(handle))
+        .expect("handshake");
+    let mut seen = [0u32; 4];
+    // SAFETY: 16 bytes of the tensor's live device memory into a live host array; a copy to
+    // pageable memory returns when it is done.
+    unsafe {
+        sys::cuMemcpyDtoHAsync_v2(
+            seen.as_mut_ptr().cast(),
+            tensor.data_ptr().addr() as sys::CUdeviceptr,
+            16,
+            consumer_stream.cu_stream(),
+        )
+    }
+    .result()
+    .expect("consumer read");
+    consumer_stream.synchronize().expect("consumer stream");
+    assert_eq!(seen, [7; 4]);
+    // Freed here, on this thread's per-thread stream: after the write, which has completed.
+    drop(tensor);
+    context.default_stream().synchronize().expect("freed");
 }
 
 /// The current context of this thread, if any.

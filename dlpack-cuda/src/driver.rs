@@ -21,7 +21,7 @@ use core::ffi::c_void;
 use core::ptr;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use cudarc::driver::{CudaContext, CudaStream, DriverError};
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
 use cudarc::driver::{result, sys};
 use dlpack_core::Error;
 
@@ -466,6 +466,41 @@ impl Drop for ContextScope {
             let _ = unsafe { result::ctx::set_current(previous) };
         }
     }
+}
+
+/// cudarc's `upgrade_device_ptr` (a `CudaSlice<T>` over `len` elements at `address`, on
+/// `stream`), with its panic turned into an error value: with event tracking on, it unwraps the
+/// creation of the slice's two events, which fails while the context holds an error that cudarc
+/// recorded (a failed free, say) or when the driver has no resources left.
+///
+/// # Safety
+/// As for `upgrade_device_ptr`: `address` is a live allocation of the stream's context with
+/// room for `len` elements of `T`, whose ownership the caller settles (the slice frees it when
+/// dropped unless it is leaked).
+pub(crate) unsafe fn upgrade_device_ptr<T>(
+    stream: &Arc<CudaStream>,
+    address: sys::CUdeviceptr,
+    len: usize,
+) -> Result<CudaSlice<T>, Error> {
+    let context = stream.context();
+    if context.is_event_tracking() {
+        // Asking first returns the usual failure (a recorded error) as the driver's own code.
+        let probe = context
+            .new_event(None)
+            .map_err(|e| driver_error("creating the slice's events (cuEventCreate)", e))?;
+        drop(probe);
+    }
+    // Another thread may record an error between the probe and cudarc's unwrap: the panic,
+    // if any, stops here (the event made before it is dropped while unwinding).
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the caller's contract.
+        unsafe { stream.upgrade_device_ptr::<T>(address, len) }
+    }))
+    .map_err(|_| {
+        runtime_error(
+            "creating the slice's events (cuEventCreate) failed inside cudarc, which panicked",
+        )
+    })
 }
 
 /// A raw stream handle as the driver takes it. Stream handles are opaque values that the driver

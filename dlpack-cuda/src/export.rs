@@ -18,6 +18,7 @@ use dlpack_core::{
 
 use crate::driver::{
     ContextScope, Driver, STREAM_PER_THREAD, cuda_driver, driver_error, runtime_error,
+    upgrade_device_ptr,
 };
 use crate::hooks::HookLogic;
 
@@ -533,8 +534,14 @@ impl<T: DeviceRepr + ValidAsZeroBits> HostSlice<T> for PinnedHostSlice<T> {
     }
 
     unsafe fn alloc(context: &Arc<CudaContext>, len: usize) -> Result<Self, Error> {
+        // Portable (pinned for every context, as `kDLCUDAHost` memory numbered 0 is used), and
+        // not write-combined, which cudarc's `alloc_pinned` asks for: the host reads this memory
+        // in place, and reads of write-combined memory are very slow.
         // SAFETY: the caller's contract: the memory is written before anyone reads it.
-        unsafe { context.alloc_pinned::<T>(len) }.map_err(|e| driver_error("cuMemHostAlloc", e))
+        unsafe {
+            context.alloc_pinned_with_flags::<T>(len, cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE)
+        }
+        .map_err(|e| driver_error("cuMemHostAlloc", e))
     }
 }
 
@@ -751,7 +758,12 @@ fn alloc_elements<T>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T
     // SAFETY: `address` is a live allocation of `bytes >= len * size_of::<T>()` bytes, aligned
     // to 256 bytes, made in this stream's context; `leak` gave up cudarc's ownership, so the new
     // slice is its only owner and frees it exactly once.
-    Ok(unsafe { stream.upgrade_device_ptr::<T>(address, len) })
+    unsafe { upgrade_device_ptr::<T>(stream, address, len) }.inspect_err(|_| {
+        // No slice owns the memory: free it here, in its context.
+        let _scope = ContextScope::enter(stream.context());
+        // SAFETY: the allocation made above, which nothing else owns or uses.
+        let _ = unsafe { cudarc::driver::result::free_async(address, stream.cu_stream()) };
+    })
 }
 
 /// The bytes of a slice of elements.

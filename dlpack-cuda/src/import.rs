@@ -13,7 +13,7 @@ use dlpack_core::{
     TensorView,
 };
 
-use crate::driver::{ContextScope, driver_error};
+use crate::driver::{ContextScope, upgrade_device_ptr};
 use crate::export::as_bytes;
 use crate::hooks::is_cuda;
 
@@ -251,21 +251,12 @@ impl<'a, T: Element> DeviceView<'a, T> {
         // cudarc makes the stream's context current to create the slice's events; the thread
         // keeps its own (a stream exists, so the driver is loaded).
         let _keep = ContextScope::preserve();
-        let context = stream.context();
-        if context.is_event_tracking() {
-            // cudarc unwraps the creation of the slice's two events, and fails it while the
-            // context holds a recorded error: ask first, so that the error comes back as a value.
-            let probe = context
-                .new_event(None)
-                .map_err(|e| driver_error("creating the slice's events (cuEventCreate)", e))?;
-            drop(probe);
-        }
         // SAFETY: `span` is the tensor's reachable memory, which the driver confirmed is one
         // CUDA allocation (CudaImport::new) and which stays valid while the import is borrowed
         // for 'a; it holds `len` elements of `T` (the span is a whole number of elements, from
         // an aligned first element). The slice is never dropped as a CudaSlice: ForeignSlice
         // hands it to `leak` instead, so cudarc never frees the foreign memory.
-        let slice = unsafe { stream.upgrade_device_ptr::<T>(span.start as u64, len) };
+        let slice = unsafe { upgrade_device_ptr::<T>(stream, span.start as u64, len) }?;
         Ok(ForeignSlice {
             slice: ManuallyDrop::new(slice),
             first_index,

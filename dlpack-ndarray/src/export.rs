@@ -388,7 +388,17 @@ pub trait ToDLPack {
 
 impl<T: Element, S: Data<Elem = T>, D: Dimension + 'static> ToDLPack for ArrayBase<S, D> {
     fn to_dlpack(&self) -> Result<ManagedTensor, Error> {
-        let array = self.as_standard_layout().into_owned();
+        // Allocated fallibly: a broadcast view may stand for more elements than memory holds.
+        let mut data = dlpack_core::try_vec_with_capacity::<T>(self.len())?;
+        match self.as_slice() {
+            Some(elements) => data.extend_from_slice(elements),
+            None => data.extend(self.iter().copied()),
+        }
+        // SAFETY: `data` holds exactly `len()` elements, the product of the shape's sizes (which
+        // ndarray keeps within isize::MAX), in row-major order (`as_slice` is the standard
+        // layout's, `iter` walks in logical order), as a standard-layout array of this shape
+        // reads them.
+        let array = unsafe { Array::from_shape_vec_unchecked(self.raw_dim(), data) };
         ManagedTensor::export(OwnedArray {
             array,
             copied: true,

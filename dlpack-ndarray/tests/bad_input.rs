@@ -258,3 +258,20 @@ fn copying_a_broadcast_tensor_too_large_for_memory_is_an_error() {
     assert_eq!(tensor.into_array::<f32, Ix1>().unwrap_err(), expected);
     assert_eq!(deletes.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn copying_a_broadcast_array_too_large_for_memory_into_a_tensor_is_an_error() {
+    use dlpack_ndarray::ToDLPack;
+    // An ndarray view of one element seen 2^62 times: `to_dlpack` copies it, which cannot fit.
+    let one = ndarray::arr1(&[1.0f32]);
+    let view = one.broadcast(1usize << 62).unwrap();
+    assert_eq!(
+        view.to_dlpack().unwrap_err(),
+        Error::OutOfMemory { bytes: 4 << 62 }
+    );
+    // A broadcast that fits is copied in row-major order.
+    let row = ndarray::arr1(&[1u8, 2, 3]);
+    let tensor = row.broadcast((2, 3)).unwrap().to_dlpack().unwrap();
+    assert_eq!(tensor.shape(), &[2, 3]);
+    assert_eq!(tensor.to_vec::<u8>().unwrap(), [1, 2, 3, 1, 2, 3]);
+}

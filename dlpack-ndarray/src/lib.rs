@@ -77,7 +77,21 @@ pub use dlpack_core;
 /// The ndarray this crate is built on, at the matching version.
 pub use ndarray;
 
-/// The extension traits, for `use dlpack_ndarray::prelude::*`.
+/// The extension traits, for `use dlpack_ndarray::prelude::*`: their methods, not their names,
+/// so that the glob sits beside `use ndarray::prelude::*` (which has an `AsArray` trait of its
+/// own) without an ambiguity. Name a trait through the crate root (`dlpack_ndarray::AsArray`).
+///
+/// ```
+/// use dlpack_ndarray::prelude::*;
+/// use ndarray::prelude::*;
+///
+/// let tensor = array![1u8, 2, 3].into_dlpack()?;
+/// let view: ArrayView1<u8> = tensor.as_array_view()?;
+/// assert_eq!(view, array![1, 2, 3]);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
 pub mod prelude {
-    pub use crate::{AsArray, AsArrayMut, IntoArray, IntoDLPack, ToDLPack};
+    pub use crate::{
+        AsArray as _, AsArrayMut as _, IntoArray as _, IntoDLPack as _, ToDLPack as _,
+    };
 }

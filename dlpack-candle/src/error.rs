@@ -120,11 +120,14 @@ fn location_name(location: &DeviceLocation) -> String {
     }
 }
 
+/// The wrapped errors are transparent: their message is part of this one's (`DLPack: ...`,
+/// `candle: ...`), so `source` goes on with *their* source, and a reporter that prints the
+/// chain (anyhow's `{:#}`, say) shows each message once.
 impl std::error::Error for CandleError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CandleError::DLPack(e) => Some(e),
-            CandleError::Candle(e) => Some(e),
+            CandleError::DLPack(e) => std::error::Error::source(e),
+            CandleError::Candle(e) => std::error::Error::source(e),
             _ => None,
         }
     }

@@ -616,3 +616,30 @@ fn a_producer_that_gives_too_long_a_vec_moves_just_the_tensors_elements() -> Res
     assert_eq!(drops.count(), 1);
     Ok(())
 }
+
+/// A reporter that prints an error and then its sources (anyhow's `{:#}`) shows each message
+/// once: the wrapped errors' messages are already part of `CandleError`'s own.
+#[test]
+fn wrapped_errors_are_transparent_in_the_source_chain() {
+    use std::error::Error as _;
+    let errors = [
+        CandleError::from(Error::ReadOnly),
+        CandleError::Candle(candle_core::Error::Msg("no such op".into()).context("in a test")),
+    ];
+    for error in errors {
+        let shown = error.to_string();
+        let mut source = error.source();
+        while let Some(s) = source {
+            let message = s.to_string();
+            assert!(
+                !shown.contains(&message),
+                "'{message}' is shown again by the source chain of '{shown}'"
+            );
+            source = s.source();
+        }
+        assert!(
+            shown.starts_with("DLPack: ") || shown.starts_with("candle: "),
+            "{shown}"
+        );
+    }
+}

@@ -244,12 +244,12 @@ impl<'a, T: Element> Raw<'a, T> {
 macro_rules! shared_methods {
     () => {
         /// The shape.
-        pub fn shape(&self) -> &[i64] {
+        pub fn shape(&self) -> &'a [i64] {
             self.raw.shape
         }
 
         /// The strides, in elements.
-        pub fn strides(&self) -> &[i64] {
+        pub fn strides(&self) -> &'a [i64] {
             self.raw.strides
         }
 
@@ -277,38 +277,6 @@ macro_rules! shared_methods {
         /// The address of the first element (index `[0, 0, ...]`); dangling for an empty view.
         pub fn as_ptr(&self) -> *const T {
             self.raw.ptr
-        }
-
-        /// The element at `index`, or `None` if the index is out of bounds or has the wrong
-        /// number of dimensions.
-        #[inline]
-        pub fn get(&self, index: &[usize]) -> Option<&T> {
-            // SAFETY: an in-bounds element, readable and initialised for the view's lifetime,
-            // with no writer while `&self` is borrowed.
-            self.raw.element(index).map(|p| unsafe { &*p })
-        }
-
-        /// The elements as one slice in row-major order, if they are row-major contiguous.
-        pub fn as_slice(&self) -> Option<&[T]> {
-            if self.raw.len == 0 {
-                return Some(&[]);
-            }
-            if !self.raw.contiguous() {
-                return None;
-            }
-            // SAFETY: row-major contiguous: the `len` elements from the first one are exactly
-            // the view's elements, readable, initialised and aligned.
-            Some(unsafe { core::slice::from_raw_parts(self.raw.ptr, self.raw.len) })
-        }
-
-        /// The elements in row-major order.
-        pub fn iter(&self) -> impl ExactSizeIterator<Item = &T> + '_ {
-            let ptr = self.raw.ptr;
-            Offsets::new(self.raw.shape, self.raw.strides, self.raw.len).map(move |o| {
-                // SAFETY: every offset is that of an in-bounds element, readable while `&self`
-                // is borrowed.
-                unsafe { &*ptr.offset(o) }
-            })
         }
 
         /// Copies the elements into a new row-major `Vec`. Contiguous runs are copied with
@@ -368,6 +336,138 @@ impl<'a, T: Element> TensorView<'a, T> {
     }
 
     shared_methods!();
+
+    /// The element at `index`, or `None` if the index is out of bounds or has the wrong
+    /// number of dimensions. The reference lives as long as the borrow of the tensor, not just
+    /// this view (a view is a copyable `&[T]`-like handle).
+    #[inline]
+    pub fn get(&self, index: &[usize]) -> Option<&'a T> {
+        // SAFETY: an in-bounds element, readable and initialised for 'a, which nobody writes
+        // while 'a lasts (the view's contract).
+        self.raw.element(index).map(|p| unsafe { &*p })
+    }
+
+    /// The elements as one slice in row-major order, if they are row-major contiguous; it
+    /// lives as long as the borrow of the tensor.
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// // The slice outlives the view it came from: it borrows the tensor.
+    /// fn floats(t: &ManagedTensor) -> Option<&[f32]> {
+    ///     t.view::<f32>().ok()?.as_slice()
+    /// }
+    ///
+    /// let t = ManagedTensor::export(vec![1.0f32, 2.0])?;
+    /// assert_eq!(floats(&t), Some(&[1.0, 2.0][..]));
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn as_slice(&self) -> Option<&'a [T]> {
+        if self.raw.len == 0 {
+            return Some(&[]);
+        }
+        if !self.raw.contiguous() {
+            return None;
+        }
+        // SAFETY: row-major contiguous: the `len` elements from the first one are exactly the
+        // view's elements, readable, initialised and aligned, and nobody writes them for 'a.
+        Some(unsafe { core::slice::from_raw_parts(self.raw.ptr, self.raw.len) })
+    }
+
+    /// The elements in row-major order (also what `for x in view` walks).
+    pub fn iter(&self) -> Iter<'a, T> {
+        Iter {
+            ptr: self.raw.ptr,
+            offsets: Offsets::new(self.raw.shape, self.raw.strides, self.raw.len),
+            _marker: PhantomData,
+        }
+    }
+}
+
+/// The elements of a [`TensorView`] in row-major order, by reference
+/// ([`TensorView::iter`], [`TensorViewMut::iter`]).
+pub struct Iter<'a, T> {
+    ptr: *const T,
+    offsets: Offsets<'a>,
+    _marker: PhantomData<&'a T>,
+}
+
+impl<'a, T> Iterator for Iter<'a, T> {
+    type Item = &'a T;
+    #[inline]
+    fn next(&mut self) -> Option<&'a T> {
+        let offset = self.offsets.next()?;
+        // SAFETY: every offset is that of an in-bounds element of the view this iterator came
+        // from, readable and initialised, which nobody writes for 'a (the view's contract).
+        Some(unsafe { &*self.ptr.offset(offset) })
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.offsets.size_hint()
+    }
+}
+
+impl<T> ExactSizeIterator for Iter<'_, T> {}
+
+impl<T> Clone for Iter<'_, T> {
+    fn clone(&self) -> Self {
+        Iter {
+            ptr: self.ptr,
+            offsets: self.offsets.clone(),
+            _marker: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Iter")
+            .field("ptr", &self.ptr)
+            .field("remaining", &self.offsets.len())
+            .finish()
+    }
+}
+
+// SAFETY: an Iter hands out shared references to `T`s, like `core::slice::Iter`.
+unsafe impl<T: Sync> Send for Iter<'_, T> {}
+// SAFETY: see above.
+unsafe impl<T: Sync> Sync for Iter<'_, T> {}
+
+impl<'a, T: Element> IntoIterator for TensorView<'a, T> {
+    type Item = &'a T;
+    type IntoIter = Iter<'a, T>;
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<'a, T: Element> IntoIterator for &TensorView<'a, T> {
+    type Item = &'a T;
+    type IntoIter = Iter<'a, T>;
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+/// `view[[i, j]]`: the element at an index of the view's rank.
+///
+/// # Panics
+///
+/// If the index is out of bounds or has the wrong number of dimensions, as slices do;
+/// [`TensorView::get`] returns `None` instead.
+impl<T: Element, const N: usize> core::ops::Index<[usize; N]> for TensorView<'_, T> {
+    type Output = T;
+    fn index(&self, index: [usize; N]) -> &T {
+        match self.get(&index) {
+            Some(element) => element,
+            None => out_of_bounds(&index, self.raw.shape),
+        }
+    }
+}
+
+#[cold]
+#[track_caller]
+fn out_of_bounds(index: &[usize], shape: &[i64]) -> ! {
+    panic!("index {index:?} is out of bounds for a view of shape {shape:?}")
 }
 
 impl<T> Clone for TensorView<'_, T> {
@@ -412,6 +512,23 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
 
     shared_methods!();
 
+    /// The element at `index`, or `None` if the index is out of bounds or has the wrong
+    /// number of dimensions.
+    #[inline]
+    pub fn get(&self, index: &[usize]) -> Option<&T> {
+        self.as_view().get(index)
+    }
+
+    /// The elements as one slice in row-major order, if they are row-major contiguous.
+    pub fn as_slice(&self) -> Option<&[T]> {
+        self.as_view().as_slice()
+    }
+
+    /// The elements in row-major order.
+    pub fn iter(&self) -> Iter<'_, T> {
+        self.as_view().iter()
+    }
+
     /// The address of the first element, for writing.
     pub fn as_mut_ptr(&mut self) -> *mut T {
         self.raw.ptr
@@ -425,7 +542,7 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
     }
 
     /// The elements as one mutable slice, if they are row-major contiguous.
-    pub fn as_slice_mut(&mut self) -> Option<&mut [T]> {
+    pub fn as_mut_slice(&mut self) -> Option<&mut [T]> {
         if self.raw.len == 0 {
             return Some(&mut []);
         }
@@ -449,12 +566,13 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
     /// Writes `values` (row-major, `len()` of them) into the view's elements.
     pub fn copy_from_slice(&mut self, values: &[T]) -> Result<(), Error> {
         if values.len() != self.raw.len {
+            // `found` is the tensor's, as in `copy_to_slice` (Error::ShapeMismatch).
             return Err(Error::ShapeMismatch {
-                found: vec![values.len() as i64],
-                expected: vec![self.raw.len as i64],
+                found: vec![self.raw.len as i64],
+                expected: vec![values.len() as i64],
             });
         }
-        if let Some(slice) = self.as_slice_mut() {
+        if let Some(slice) = self.as_mut_slice() {
             slice.copy_from_slice(values);
         } else {
             for (dst, src) in self.iter_mut().zip(values) {
@@ -467,13 +585,76 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
     /// A read-only view of the same elements, borrowing this one.
     pub fn as_view(&self) -> TensorView<'_, T> {
         TensorView {
-            raw: Raw {
-                ptr: self.raw.ptr,
-                shape: self.raw.shape,
-                strides: self.raw.strides,
-                len: self.raw.len,
-            },
+            raw: self.raw,
             _marker: PhantomData,
+        }
+    }
+
+    /// This view, read-only, for the rest of its lifetime.
+    pub fn into_view(self) -> TensorView<'a, T> {
+        TensorView {
+            raw: self.raw,
+            _marker: PhantomData,
+        }
+    }
+
+    /// The elements as one mutable slice for the rest of the view's lifetime, if they are
+    /// row-major contiguous; otherwise the view comes back.
+    ///
+    /// ```
+    /// use dlpack_core::ManagedTensor;
+    ///
+    /// fn floats_mut(t: &mut ManagedTensor) -> Option<&mut [f32]> {
+    ///     t.view_mut::<f32>().ok()?.into_slice_mut().ok()
+    /// }
+    ///
+    /// let mut t = ManagedTensor::export(vec![1.0f32, 2.0])?;
+    /// floats_mut(&mut t).expect("a contiguous f32 tensor")[1] = 5.0;
+    /// assert_eq!(t.to_vec::<f32>()?, [1.0, 5.0]);
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    pub fn into_slice_mut(self) -> Result<&'a mut [T], Self> {
+        if self.raw.len == 0 {
+            return Ok(&mut []);
+        }
+        if !self.raw.contiguous() {
+            return Err(self);
+        }
+        // SAFETY: row-major contiguous elements, writable, and exclusively this view's for 'a,
+        // which the view gives up here.
+        Ok(unsafe { core::slice::from_raw_parts_mut(self.raw.ptr, self.raw.len) })
+    }
+}
+
+/// `view[[i, j]]`: the element at an index of the view's rank.
+///
+/// # Panics
+///
+/// If the index is out of bounds or has the wrong number of dimensions, as slices do;
+/// [`TensorViewMut::get`] returns `None` instead.
+impl<T: Element, const N: usize> core::ops::Index<[usize; N]> for TensorViewMut<'_, T> {
+    type Output = T;
+    fn index(&self, index: [usize; N]) -> &T {
+        match self.raw.element(&index) {
+            // SAFETY: an in-bounds element, readable while `&self` is borrowed.
+            Some(p) => unsafe { &*p },
+            None => out_of_bounds(&index, self.raw.shape),
+        }
+    }
+}
+
+/// `view[[i, j]] = x`: the element at an index of the view's rank, mutably.
+///
+/// # Panics
+///
+/// As for `Index`; [`TensorViewMut::get_mut`] returns `None` instead.
+impl<T: Element, const N: usize> core::ops::IndexMut<[usize; N]> for TensorViewMut<'_, T> {
+    fn index_mut(&mut self, index: [usize; N]) -> &mut T {
+        match self.raw.element(&index) {
+            // SAFETY: an in-bounds element, writable and exclusively ours while `&mut self` is
+            // borrowed.
+            Some(p) => unsafe { &mut *p },
+            None => out_of_bounds(&index, self.raw.shape),
         }
     }
 }

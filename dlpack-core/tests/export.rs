@@ -99,7 +99,7 @@ fn arc_exports_read_only_and_refuses_mutable_views() {
 fn boxed_slices_export_writable() {
     let b: Box<[i8]> = vec![1i8, -2, 3].into_boxed_slice();
     let mut t = ManagedTensor::export(b).unwrap();
-    t.view_mut::<i8>().unwrap().as_slice_mut().unwrap()[1] = 42;
+    t.view_mut::<i8>().unwrap().as_mut_slice().unwrap()[1] = 42;
     let back: Box<[i8]> = t.reclaim().unwrap();
     assert_eq!(&*back, &[1, 42, 3]);
 }
@@ -171,7 +171,7 @@ fn legacy_export_round_trips_and_stays_writable() {
         !t.is_read_only(),
         "our own legacy export is known to be writable"
     );
-    t.view_mut::<u32>().unwrap().as_slice_mut().unwrap()[0] = 7;
+    t.view_mut::<u32>().unwrap().as_mut_slice().unwrap()[0] = 7;
     let back: Vec<u32> = t.reclaim().unwrap();
     assert_eq!(back.as_ptr(), ptr);
     assert_eq!(back, [7, 2, 3, 4]);

@@ -150,7 +150,10 @@ pub enum Error {
         /// The row-major index of the first bad element; where strides (other than broadcast
         /// ones) make indices share elements, of one index that reaches a bad element.
         index: usize,
-        /// The bad byte.
+        /// The bad byte (for an element type of several bytes, a user's [`Element`], the
+        /// element's first byte).
+        ///
+        /// [`Element`]: crate::Element
         byte: u8,
     },
     /// The number of dimensions differs from the one asked for.
@@ -180,6 +183,9 @@ pub enum Error {
     /// A read-only tensor cannot be exported as a legacy `DLManagedTensor`, which has no flag to
     /// say so (NumPy refuses it the same way).
     LegacyReadOnly,
+    /// A tensor of padded sub-byte elements (`IS_SUBBYTE_TYPE_PADDED`) cannot be exported as a
+    /// legacy `DLManagedTensor`, which has no flag to say so: a consumer would read it packed.
+    LegacyPaddedSubByte,
     /// The device the tensor claims is not the one its memory belongs to.
     DeviceMismatch {
         /// The device in the tensor.
@@ -358,9 +364,13 @@ impl fmt::Display for Error {
             Error::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate {bytes} bytes for a copy of the tensor")
             }
-            Error::InvalidValue { dtype, index, byte } => write!(
+            Error::InvalidValue { dtype, index, byte } if *dtype == DataType::BOOL => write!(
                 f,
                 "element {index} holds byte {byte:#04x}, not a valid {dtype} (expected 0 or 1)"
+            ),
+            Error::InvalidValue { dtype, index, byte } => write!(
+                f,
+                "element {index} is not a valid {dtype} value (its first byte is {byte:#04x})"
             ),
             Error::NdimMismatch { found, expected } => {
                 write!(f, "the tensor has {found} dimensions, expected {expected}")
@@ -370,6 +380,9 @@ impl fmt::Display for Error {
             }
             Error::LegacyReadOnly => f.write_str(
                 "a read-only tensor cannot be exported as a legacy DLManagedTensor, which has no read-only flag; ask for a versioned tensor (max_version >= (1, 0))",
+            ),
+            Error::LegacyPaddedSubByte => f.write_str(
+                "a padded sub-byte tensor cannot be exported as a legacy DLManagedTensor, which has no flag to say it is padded; ask for a versioned tensor (max_version >= (1, 0))",
             ),
             Error::DeviceMismatch { claimed, actual } => write!(
                 f,

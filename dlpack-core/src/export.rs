@@ -199,10 +199,7 @@ impl Header for DLManagedTensor {
             return Err(Error::LegacyReadOnly);
         }
         if flags.contains(Flags::IS_SUBBYTE_TYPE_PADDED) {
-            return Err(Error::Protocol {
-                kind: crate::PyErrorKind::BufferError,
-                message: "a padded sub-byte tensor cannot be exported as a legacy DLManagedTensor, which has no flag to say it is padded".into(),
-            });
+            return Err(Error::LegacyPaddedSubByte);
         }
         let header = DLManagedTensor {
             dl_tensor: tensor,

@@ -173,6 +173,16 @@ pub enum Error {
         /// The Rust type asked for.
         target: &'static str,
     },
+    /// A stride the type asked to hold the tensor cannot express without a copy (nalgebra's
+    /// views step forward only, with row stride 1, say). The tensor itself is valid.
+    UnsupportedLayout {
+        /// The tensor axis whose stride it is.
+        axis: usize,
+        /// That stride, in elements.
+        stride: i64,
+        /// Why, and what to do instead.
+        reason: &'static str,
+    },
     /// The shape differs from the one asked for.
     ShapeMismatch {
         /// The tensor's shape.
@@ -375,6 +385,14 @@ impl fmt::Display for Error {
             Error::NdimMismatch { found, expected } => {
                 write!(f, "the tensor has {found} dimensions, expected {expected}")
             }
+            Error::UnsupportedLayout {
+                axis,
+                stride,
+                reason,
+            } => write!(
+                f,
+                "stride {stride} of axis {axis} cannot be viewed without a copy: {reason}"
+            ),
             Error::ShapeMismatch { found, expected } => {
                 write!(f, "the tensor has shape {found:?}, expected {expected:?}")
             }

@@ -23,7 +23,7 @@
 //! core refuses mutable views whose elements overlap). Axes of size 1, and every axis of an
 //! empty tensor, never address an element, so their strides (even negative ones) are ignored.
 //!
-//! Every other layout is refused with [`Error::DimOutOfRange`], naming the stride, unless the
+//! Every other layout is refused with [`Error::UnsupportedLayout`], naming the stride, unless the
 //! caller asks for another import:
 //!
 //! | tensor layout (NumPy) | zero-copy safe view | other zero-copy view | copy |
@@ -52,14 +52,14 @@ use nalgebra::{
 
 use crate::export::{DMatrixProducer, DVectorProducer, SMatrixProducer};
 
-/// What [`Error::DimOutOfRange`] names as the target of a negative stride.
-const NEGATIVE: &str = "usize, the type of nalgebra strides: nalgebra cannot step backwards (copy instead: to_dmatrix, or Fallback::Copy)";
-/// ... of a matrix row stride other than 1.
-const ROW_STRIDE: &str = "U1, the row stride of a safe nalgebra view (nalgebra 0.35 mishandles other row strides; for row-major data use dmatrix_view_transposed, the unsafe dmatrix_view_strided, or a copy)";
-/// ... of a tensor column stride other than 1, for a transposed view.
-const TRANSPOSED_STRIDE: &str = "U1, the row stride of the transposed view, which is the tensor's column stride (nalgebra 0.35 mishandles other row strides; use dmatrix_view or a copy)";
-/// ... of a vector stride other than 1.
-const VECTOR_STRIDE: &str = "U1, the stride of a safe nalgebra vector view (nalgebra 0.35 mishandles other strides; use the unsafe dvector_view_strided or a copy)";
+/// Why [`Error::UnsupportedLayout`] refuses a negative stride.
+const NEGATIVE: &str = "nalgebra strides are unsigned, so a view cannot step backwards (copy instead: to_dmatrix, or Fallback::Copy)";
+/// ... a matrix row stride other than 1.
+const ROW_STRIDE: &str = "a safe nalgebra view needs row stride 1 (nalgebra 0.35 mishandles other row strides); for row-major data use dmatrix_view_transposed, the unsafe dmatrix_view_strided, or a copy";
+/// ... a tensor column stride other than 1, for a transposed view.
+const TRANSPOSED_STRIDE: &str = "a safe transposed view needs row stride 1, and its rows step by the tensor's column stride (nalgebra 0.35 mishandles other row strides); use dmatrix_view or a copy";
+/// ... a vector stride other than 1.
+const VECTOR_STRIDE: &str = "a safe nalgebra vector view needs stride 1 (nalgebra 0.35 mishandles other strides); use the unsafe dvector_view_strided or a copy";
 
 /// A 1-d or 2-d tensor's layout as an `nrows x ncols` nalgebra matrix.
 #[derive(Clone, Copy, Debug)]
@@ -139,24 +139,24 @@ impl Layout {
 
     /// Refuses negative strides.
     fn non_negative(&self) -> Result<(usize, usize), Error> {
-        let stride = |axis, value: i64| {
-            usize::try_from(value).map_err(|_| Error::DimOutOfRange {
+        let stride = |axis, stride: i64| {
+            usize::try_from(stride).map_err(|_| Error::UnsupportedLayout {
                 axis,
-                value,
-                target: NEGATIVE,
+                stride,
+                reason: NEGATIVE,
             })
         };
         Ok((stride(self.axes.0, self.rs)?, stride(self.axes.1, self.cs)?))
     }
 
     /// The column stride of a layout with row stride 1, which nalgebra handles soundly.
-    fn unit_rows(&self, target: &'static str) -> Result<usize, Error> {
+    fn unit_rows(&self, reason: &'static str) -> Result<usize, Error> {
         let (rs, cs) = self.non_negative()?;
         if rs != 1 {
-            return Err(Error::DimOutOfRange {
+            return Err(Error::UnsupportedLayout {
                 axis: self.axes.0,
-                value: self.rs,
-                target,
+                stride: self.rs,
+                reason,
             });
         }
         Ok(cs)
@@ -206,7 +206,7 @@ unsafe fn matrix_view_parts<'a, T: Scalar>(
 ///
 /// Accepts row stride 1 and any column stride >= 0 (column-major data, column steps, column
 /// broadcasting). A row-major tensor, row steps, row broadcasting and negative strides are
-/// refused with [`Error::DimOutOfRange`] (see the [module docs](self) for why and for the
+/// refused with [`Error::UnsupportedLayout`] (see the [module docs](self) for why and for the
 /// alternatives), a tensor that is neither 1-d nor 2-d with [`Error::NdimMismatch`]. A 1-d
 /// tensor is a column (`n x 1`).
 ///
@@ -330,7 +330,7 @@ pub fn dmatrix_view_transposed_mut<T: Element + Scalar>(
 
 /// A zero-copy read-only view of a 1-d tensor as a `DVectorView` (stride 1).
 ///
-/// Refuses strides other than 1 ([`Error::DimOutOfRange`]; see the [module docs](self)) and
+/// Refuses strides other than 1 ([`Error::UnsupportedLayout`]; see the [module docs](self)) and
 /// tensors that are not 1-d ([`Error::NdimMismatch`]).
 ///
 /// ```
@@ -482,7 +482,7 @@ pub fn dmatrix_cow<T: Element + Scalar>(
 ) -> Result<CowMatrix<'_, T>, Error> {
     match dmatrix_view(view) {
         Ok(view) => Ok(CowMatrix::Borrowed(view)),
-        Err(Error::DimOutOfRange { .. }) if fallback == Fallback::Copy => {
+        Err(Error::UnsupportedLayout { .. }) if fallback == Fallback::Copy => {
             to_dmatrix(view).map(CowMatrix::Owned)
         }
         Err(e) => Err(e),
@@ -497,7 +497,7 @@ pub fn dvector_cow<T: Element + Scalar>(
 ) -> Result<CowVector<'_, T>, Error> {
     match dvector_view(view) {
         Ok(view) => Ok(CowVector::Borrowed(view)),
-        Err(Error::DimOutOfRange { .. }) if fallback == Fallback::Copy => {
+        Err(Error::UnsupportedLayout { .. }) if fallback == Fallback::Copy => {
             to_dvector(view).map(CowVector::Owned)
         }
         Err(e) => Err(e),
@@ -505,7 +505,7 @@ pub fn dvector_cow<T: Element + Scalar>(
 }
 
 /// A zero-copy read-only view of a 1-d or 2-d tensor with its own strides, whatever they are
-/// (except negative, [`Error::DimOutOfRange`]): a row-major tensor becomes a view with strides
+/// (except negative, [`Error::UnsupportedLayout`]): a row-major tensor becomes a view with strides
 /// `(ncols, 1)`.
 ///
 /// ```
@@ -585,7 +585,7 @@ pub unsafe fn dmatrix_view_strided_mut<T: Element + Scalar>(
 }
 
 /// A zero-copy read-only view of a 1-d tensor with its own stride, whatever it is (except
-/// negative, [`Error::DimOutOfRange`]).
+/// negative, [`Error::UnsupportedLayout`]).
 ///
 /// # Safety
 ///

@@ -189,11 +189,11 @@ fn assert_stride_refused<T: std::fmt::Debug>(
         Err(err) => err,
         Ok(other) => panic!("expected stride {value} on axis {axis} to be refused, got {other:?}"),
     };
-    let Error::DimOutOfRange {
-        axis: a, value: v, ..
+    let Error::UnsupportedLayout {
+        axis: a, stride: v, ..
     } = err
     else {
-        panic!("expected DimOutOfRange for stride {value} on axis {axis}, got {err:?}");
+        panic!("expected UnsupportedLayout for stride {value} on axis {axis}, got {err:?}");
     };
     assert_eq!((a, v), (axis, value), "{err}");
     let message = err.to_string();
@@ -232,7 +232,7 @@ fn assert_copied_on_request(layout: &Layout) {
     assert!(dmatrix_view(tensor.view::<f64>().unwrap()).is_err());
     let default = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::default());
     assert!(
-        matches!(default, Err(Error::DimOutOfRange { .. })),
+        matches!(default, Err(Error::UnsupportedLayout { .. })),
         "{default:?}"
     );
     let copied = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
@@ -249,7 +249,12 @@ fn assert_copied_on_request(layout: &Layout) {
 fn c_order_is_refused_as_a_plain_view_naming_the_row_stride() {
     let built = c_order().build();
     let tensor = import(&built);
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 0, 4, "U1");
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        0,
+        4,
+        "stride 1",
+    );
     finish(tensor, &built);
 }
 
@@ -288,12 +293,17 @@ fn c_order_slices_with_steps_are_only_strided_views_or_copies() {
     let layout = c_order_steps();
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 0, 16, "U1");
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        0,
+        16,
+        "stride 1",
+    );
     assert_stride_refused(
         dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
         1,
         3,
-        "U1",
+        "stride 1",
     );
     // SAFETY: the view is only indexed.
     let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
@@ -325,7 +335,7 @@ fn f_order_is_refused_as_a_transposed_view_naming_the_column_stride() {
         dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
         1,
         3,
-        "U1",
+        "stride 1",
     );
     finish(tensor, &built);
 }
@@ -346,7 +356,12 @@ fn f_order_row_steps_are_only_strided_views_or_copies() {
     let layout = f_order_row_steps();
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 0, 2, "U1");
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        0,
+        2,
+        "stride 1",
+    );
     // SAFETY: the view is only indexed.
     let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
@@ -450,7 +465,12 @@ fn broadcast_along_rows_is_a_transposed_view_or_a_copy_never_a_zero_row_stride_v
     let built = layout.build();
     let tensor = import(&built);
     // A row stride of 0 makes nalgebra's iterators read outside the tensor: refused.
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 0, 0, "U1");
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        0,
+        0,
+        "stride 1",
+    );
     let view = dmatrix_view_transposed(tensor.view::<f64>().unwrap()).unwrap();
     assert_eq!(view.strides(), (1, 0));
     exercise(&view, &layout.expected().transpose());
@@ -463,12 +483,17 @@ fn broadcast_scalar_is_only_a_strided_view_or_a_copy() {
     let layout = broadcast_scalar();
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 0, 0, "U1");
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        0,
+        0,
+        "stride 1",
+    );
     assert_stride_refused(
         dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
         1,
         0,
-        "U1",
+        "stride 1",
     );
     // SAFETY: the view is only indexed.
     let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
@@ -519,7 +544,7 @@ fn c_order_mutable_view_is_refused_but_strided_mutable_view_writes_by_index() {
         dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()),
         0,
         4,
-        "U1",
+        "stride 1",
     );
     // SAFETY: the view is only indexed.
     let mut view = unsafe { dmatrix_view_strided_mut(tensor.view_mut::<f64>().unwrap()) }.unwrap();
@@ -566,8 +591,18 @@ fn one_dimensional_steps_are_a_row_view_a_strided_view_or_a_copy() {
     let layout = layout(&[3], &[2], 0, 6);
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(dvector_view(tensor.view::<f64>().unwrap()), 0, 2, "U1");
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 0, 2, "U1");
+    assert_stride_refused(
+        dvector_view(tensor.view::<f64>().unwrap()),
+        0,
+        2,
+        "stride 1",
+    );
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        0,
+        2,
+        "stride 1",
+    );
     let row = dmatrix_view_transposed(tensor.view::<f64>().unwrap()).unwrap();
     exercise(&row, &layout.expected().transpose());
     // SAFETY: the view is only indexed.

@@ -40,18 +40,25 @@ pub unsafe trait Element: Copy + Send + Sync + 'static {
     }
 }
 
+/// `unsafe impl Element` for primitive number types, with a compile-time check of each size.
+/// A leading `#[cfg(...)]` applies to every item (and shows as a feature badge in the docs).
 macro_rules! element {
-    ($($ty:ty => $dtype:expr),* $(,)?) => {
+    (#[cfg($cfg:meta)] $($ty:ty => $dtype:expr),* $(,)?) => {
         $(
             // SAFETY: a primitive number type with no padding, no interior mutability, every bit
             // pattern valid, and the size `$dtype` names (checked below at compile time).
+            #[cfg($cfg)]
             unsafe impl Element for $ty {
                 const DTYPE: DataType = $dtype;
             }
+            #[cfg($cfg)]
             const _: () = assert!(
                 core::mem::size_of::<$ty>() * 8 == <$ty as Element>::DTYPE.element_bits() as usize
             );
         )*
+    };
+    ($($ty:ty => $dtype:expr),* $(,)?) => {
+        element! { #[cfg(all())] $($ty => $dtype),* }
     };
 }
 
@@ -68,20 +75,20 @@ element! {
     f64 => DataType::F64,
 }
 
-#[cfg(feature = "half")]
 element! {
+    #[cfg(feature = "half")]
     half::f16 => DataType::F16,
     half::bf16 => DataType::BF16,
 }
 
-#[cfg(feature = "num-complex")]
 element! {
+    #[cfg(feature = "num-complex")]
     num_complex::Complex<f32> => DataType::C64,
     num_complex::Complex<f64> => DataType::C128,
 }
 
-#[cfg(feature = "float8")]
 element! {
+    #[cfg(feature = "float8")]
     float8::F8E4M3 => DataType::F8_E4M3FN,
     float8::F8E5M2 => DataType::F8_E5M2,
 }

@@ -100,6 +100,7 @@
 //! `mylib.abi3.so` (copy it so, as `scripts/steps/pyo3.check.sh` does with the test module, or
 //! build with maturin, which does it for you). This crate's own tests embed CPython instead
 //! and link it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod capsule;
 #[cfg(feature = "cuda")]

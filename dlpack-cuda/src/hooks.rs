@@ -261,7 +261,10 @@ unsafe impl<D: Driver> DeviceHooks for HookLogic<D> {
 ///   it (and wait for it), and [`DeviceHooks::wait_host`] synchronises it.
 ///
 /// Pinned (`kDLCUDAHost`) and managed (`kDLCUDAManaged`) tensors carry device id 0 whatever
-/// device wrote them; they use the first configured stream.
+/// device wrote them; they use the first configured stream, or with none configured the legacy
+/// default stream of device 0. So when such memory is written on another device, configure that
+/// device's stream first (`CudaHooks::new(its stream)`): waiting on device 0 does not order work
+/// queued on device 1.
 ///
 /// ```
 /// use dlpack_core::{Device, DeviceHooks, DeviceType};

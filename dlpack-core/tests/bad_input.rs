@@ -1898,7 +1898,7 @@ fn a_tensor_whose_data_overlaps_its_description_stays_read_only_when_wrapped() {
         );
         // Reading through the wrapper is as harmless as reading the tensor itself.
         let before = wrapped.to_vec::<i64>().unwrap();
-        let inner: ManagedTensor = wrapped.reclaim().ok().expect("the wrapped owner");
+        let inner: ManagedTensor = wrapped.reclaim().expect("the wrapped owner");
         assert_eq!(
             (inner.shape(), inner.to_vec::<i64>().unwrap()),
             (&[3][..], before)
@@ -1934,7 +1934,7 @@ fn a_tensor_whose_data_overlaps_its_description_stays_read_only_when_wrapped() {
         .unwrap()
         .copy_from_slice(&[4, 5, 6])
         .unwrap();
-    let inner: ManagedTensor = wrapped.reclaim().ok().expect("the wrapped owner");
+    let inner: ManagedTensor = wrapped.reclaim().expect("the wrapped owner");
     assert_eq!(inner.to_vec::<i64>().unwrap(), [4, 5, 6]);
 }
 

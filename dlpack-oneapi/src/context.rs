@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use dlpack_core::{Device, DeviceType, Error};
 
 use crate::api::{LevelZero, check, runtime_error};
-use crate::leaks::{self, Kept};
+use crate::leaks::{self, KEPT};
 use crate::queue::{Queue, QueueInner};
 use crate::sys::{self, ze_context_handle_t};
 use crate::{DeviceNumbering, Driver, OneApiHooks, UsmKind, ZeDevice};
@@ -36,10 +36,6 @@ pub(crate) struct ContextCore {
     /// The live queues of this context, by command list handle address, for the hooks'
     /// `make_ready` to find a consumer's queue from its `stream` number.
     pub(crate) queues: Mutex<HashMap<usize, Weak<QueueInner>>>,
-    /// What device work that Level Zero could not confirm as finished may still touch: memory
-    /// that is never freed, and whether anything was leaked (then the handle is never
-    /// destroyed). See [`crate::Leaks`].
-    pub(crate) kept: Kept,
     /// Whether the last user destroys the handle: made here, not adopted
     /// ([`Context::from_raw`]).
     owned: bool,
@@ -170,11 +166,11 @@ impl Drop for ContextCore {
             // Adopted: its maker destroys it (`Context::from_raw`).
             return;
         }
-        if self.kept.is_tainted() {
-            // Something of this context was leaked because device work using it may still run
-            // (an event, a pool, a list, memory): `zeContextDestroy` "may immediately free all
-            // Host and Device allocations associated with this context", so the context is
-            // leaked too.
+        if KEPT.is_tainted() {
+            // Something was leaked because device work using it may still run (an event, a
+            // pool, a list, memory, of this context or of another whose copies may touch this
+            // one's memory): `zeContextDestroy` "may immediately free all Host and Device
+            // allocations associated with this context", so the context is leaked too.
             leaks::count(&leaks::LEAKED.contexts, 1);
             return;
         }
@@ -321,7 +317,6 @@ impl Context {
             numbers,
             sub_devices,
             queues: Mutex::new(HashMap::new()),
-            kept: Kept::default(),
             owned,
         });
         Ok(Context {

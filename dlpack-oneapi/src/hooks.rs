@@ -140,8 +140,10 @@ unsafe impl DeviceHooks for OneApiHooks {
                             kind: PyErrorKind::ValueError,
                             message: format!(
                                 "stream={handle:#x} is not the command list of a live queue of \
-                                 this Level Zero context; expected the Queue::stream() of a \
-                                 queue made or adopted (Queue::from_raw) in this context"
+                                 this Context; expected the Queue::stream() of a queue made or \
+                                 adopted (Queue::from_raw) in this Context value (a queue of \
+                                 another Context value is not found, even over the same Level \
+                                 Zero context: adopt its command list here)"
                             ),
                         })?;
                 let root = self.context.ze_device(device)?;

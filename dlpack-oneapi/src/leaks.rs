@@ -1,5 +1,5 @@
 //! What the crate leaks on purpose when Level Zero cannot confirm that device work has finished
-//! ([`leaks`]), and the per-context record of memory such work may still touch ([`Kept`]).
+//! ([`leaks`]), and the process-wide record of memory such work may still touch ([`KEPT`]).
 
 use core::ops::Range;
 use std::sync::Mutex;
@@ -21,11 +21,11 @@ use crate::context::lock;
 ///   [`crate::UsmBuffer::zeroed`] copy through one) is never freed; the hooks'
 ///   [`copy_to_host`](dlpack_core::DeviceHooks::copy_to_host) returns
 ///   [`dlpack_core::Error::CopyInFlight`] instead, and its caller leaks the destination;
-/// - USM of the context that such a copy reads or writes is never freed: a
-///   [`crate::UsmBuffer`] over it leaks its allocation when dropped;
+/// - USM that such a copy reads or writes is never freed, whichever [`crate::Context`] the
+///   copy went through: a [`crate::UsmBuffer`] over it leaks its allocation when dropped;
 /// - a queue whose work could not be waited for when it was dropped leaks its command list;
-/// - a context in which anything was leaked is never destroyed (`zeContextDestroy` may free
-///   every allocation of the context).
+/// - once anything was leaked, no context is destroyed any more (`zeContextDestroy` may free
+///   every allocation of its context, which another context's unfinished copy may touch).
 ///
 /// Every count is zero on a device that works. The error that reports the failure says what was
 /// kept.
@@ -93,9 +93,18 @@ pub fn leaks() -> Leaks {
     }
 }
 
-/// One context's record of what device work it could not see finish may still touch: byte
-/// ranges that must never be freed, and whether anything of the context was leaked (then the
-/// context must not be destroyed).
+/// What device work that Level Zero could not confirm as finished may still touch, for the whole
+/// process: byte ranges that must never be freed, and whether anything was leaked (then no
+/// context is destroyed, since `zeContextDestroy` may free every allocation of its context).
+///
+/// One record for the process, not one per context: USM addresses are unique in a process, a
+/// copy through one `Context` may touch memory that a [`crate::UsmBuffer`] of another frees
+/// (two `Context`s over one adopted handle; or, on Intel's driver, which resolves pointers
+/// across every context of a driver, any two), and a context destroyed while another context's
+/// unconfirmed copy touches its memory would free that memory under it.
+pub(crate) static KEPT: Kept = Kept::new();
+
+/// See [`KEPT`].
 #[derive(Debug, Default)]
 pub(crate) struct Kept {
     /// Whether anything was leaked: set by [`Kept::keep`] and [`Kept::taint`], never cleared.
@@ -105,18 +114,26 @@ pub(crate) struct Kept {
 }
 
 impl Kept {
-    /// Records that unconfirmed work may still touch `ranges` (and taints the context).
+    /// Nothing kept.
+    pub(crate) const fn new() -> Self {
+        Kept {
+            tainted: AtomicBool::new(false),
+            ranges: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Records that unconfirmed work may still touch `ranges` (and taints the record).
     pub(crate) fn keep(&self, ranges: &[Range<usize>]) {
         lock(&self.ranges).extend(ranges.iter().filter(|r| !r.is_empty()).cloned());
         self.taint();
     }
 
-    /// Records that something of the context was leaked.
+    /// Records that something was leaked.
     pub(crate) fn taint(&self) {
         self.tainted.store(true, Ordering::SeqCst);
     }
 
-    /// Whether anything of the context was leaked.
+    /// Whether anything was leaked.
     pub(crate) fn is_tainted(&self) -> bool {
         self.tainted.load(Ordering::SeqCst)
     }

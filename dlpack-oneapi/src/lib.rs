@@ -66,8 +66,10 @@
 //!
 //! # Device numbers
 //!
-//! `kDLOneAPI`'s `device_id` is, in dpctl, dpnp and PyTorch, the root device's position in
-//! `sycl::device::get_devices()`, a list over every SYCL backend that Level Zero cannot see. The
+//! `kDLOneAPI`'s `device_id` in a capsule is, in dpctl, dpnp and PyTorch, the root device's
+//! position in `sycl::device::get_devices()`, a list over every SYCL backend that Level Zero
+//! cannot see. (PyTorch's `__dlpack_device__` returns its own XPU index instead, while its
+//! capsules carry the SYCL index: key a numbering table on the capsule's `device_id`.) The
 //! default numbering (the index in `zeDeviceGet`, after the GPUs of earlier drivers, as SYCL
 //! lists one platform per Level Zero driver) agrees with it when Level Zero's GPUs are the only
 //! SYCL devices or come first; otherwise build a [`DeviceNumbering::table`] (match devices by
@@ -86,7 +88,8 @@
 //! cannot read before the producer's writes are done, and the host does not block. Numbers that
 //! are not a live queue of the context are refused, never handed to Level Zero as handles. A
 //! SYCL queue joins by adopting its native command list ([`Queue::from_raw`]); only an in-order
-//! queue's, since the handshake orders one list. Level Zero starts a list's commands in order
+//! queue's, with `UR_L0_USE_COPY_ENGINE_FOR_IN_ORDER_QUEUE=0` (otherwise Intel's adapter sends
+//! its copies to a copy-engine list of their own), since the handshake orders one list. Level Zero starts a list's commands in order
 //! but may finish them out of order, so every copy the crate appends goes behind a barrier.
 //!
 //! # When the device fails
@@ -97,10 +100,10 @@
 //! still read and write its memory. The copy then returns an [`dlpack_core::Error::Runtime`]
 //! that names the failed call and its result and says the work "may still be running", and
 //! nothing it may touch is freed or reused: its event is never reset, reused or destroyed (nor
-//! its pool), the crate's own staging buffers are leaked, USM of the context that the copy
-//! touches is never freed (a [`UsmBuffer`] over it leaks its allocation), a queue whose work
-//! cannot be waited for leaks its command list, and a context in which anything leaked is not
-//! destroyed. An event whose `zeEventHostReset` fails may still be signalled, so it is retired
+//! its pool), the crate's own staging buffers are leaked, USM that the copy touches is never
+//! freed, whichever [`Context`] the copy went through (a [`UsmBuffer`] over it leaks its
+//! allocation), a queue whose work cannot be waited for leaks its command list, and from then
+//! on no context is destroyed. An event whose `zeEventHostReset` fails may still be signalled, so it is retired
 //! the same way (and the operation returns that error). The hooks' device-to-host copy writes
 //! the caller's memory directly and, when it cannot confirm the copy finished, returns
 //! [`dlpack_core::Error::CopyInFlight`] instead, which obliges the caller to leak that memory
@@ -123,7 +126,14 @@
 //! knows every allocation of it. The workspace's test driver follows the specification, and the
 //! hooks rely on neither reading. Their copies, though, run in the resolving context: memory of
 //! another context that Intel's driver answers for is copied across contexts, which the
-//! specification does not allow (and what a failed copy leaks is tracked per context).
+//! specification does not allow (what a failed copy may still touch is recorded for the whole
+//! process, so no context frees it).
+//!
+//! A span is checked against the range `zeMemGetAddressRange` reports, which is only as fine as
+//! the allocator behind the memory: the SYCL runtime sub-allocates USM from larger blocks by
+//! default, PyTorch XPU has a caching allocator, and Intel's driver keeps freed allocations for
+//! reuse. There the range is the whole block, so a span that overruns its tensor but stays in
+//! the block is not caught, and memory a producer has freed may still resolve as USM.
 //!
 //! # Testing without a GPU
 //!

@@ -151,10 +151,14 @@ impl Queue {
     /// last clone is dropped. Adopting a list that already has a live queue returns that queue.
     ///
     /// The handshake orders work on this one list. A runtime that spreads one queue's work over
-    /// several lists (SYCL's out-of-order queues, the default `sycl::queue`, may put copies on
-    /// copy-engine lists of their own) is not ordered by it: adopt the list of an in-order
-    /// SYCL queue (made with `sycl::property::queue::in_order`), whose
-    /// work goes to the one list.
+    /// several lists is not ordered by it. SYCL does: an out-of-order queue (the default
+    /// `sycl::queue`) uses several lists, and even an in-order queue
+    /// (`sycl::property::queue::in_order`) sends its copies (`memcpy`) to a copy-engine list of
+    /// their own by default in Intel's Level Zero adapter (`UR_L0_USE_COPY_ENGINE_FOR_IN_ORDER_QUEUE`,
+    /// default 1, ordered by the adapter's own events). So adopt an in-order queue's list, and
+    /// set `UR_L0_USE_COPY_ENGINE_FOR_IN_ORDER_QUEUE=0` (before the SYCL runtime starts) so that
+    /// its copies run on that list too; or wait for the queue's work yourself before the
+    /// consumer reads.
     ///
     /// # Safety
     ///
@@ -395,7 +399,7 @@ impl Queue {
         if let Err(failed) = &copied
             && failed.unfinished()
         {
-            self.inner.core.kept.keep(keep);
+            leaks::KEPT.keep(keep);
         }
         copied
     }
@@ -486,7 +490,7 @@ impl QueueInner {
     fn retire(&self, events: &mut Events, retired: &[ze_event_handle_t]) {
         events.retired.extend_from_slice(retired);
         leaks::count(&LEAKED.events, retired.len() as u64);
-        self.core.kept.taint();
+        leaks::KEPT.taint();
     }
 
     /// Resets signalled events and returns them to the free list. An event whose reset fails
@@ -643,7 +647,7 @@ impl Drop for QueueInner {
             } else {
                 // Its commands may still run.
                 leaks::count(&LEAKED.command_lists, 1);
-                self.core.kept.taint();
+                leaks::KEPT.taint();
             }
         }
         let mut queues = lock(&self.core.queues);

@@ -469,7 +469,7 @@ impl<T: Element> Drop for UsmBuffer<T> {
             return;
         }
         let core = self.context.core();
-        if core.kept.touches(&self.byte_range()) {
+        if leaks::KEPT.touches(&self.byte_range()) {
             // A copy that Level Zero could not confirm as finished may still read or write it:
             // leaked rather than freed (see `crate::Leaks`).
             leaks::count(&leaks::LEAKED.allocations, 1);

@@ -14,8 +14,13 @@
 //! `sys::is_culib_present` (which only tries to open the library), then looks up every symbol
 //! that this crate or the cudarc calls it makes can reach ([`REQUIRED_SYMBOLS`]), then calls
 //! `cuInit`. Only when all three succeed is any other driver function called, so both panics are
-//! unreachable and no `catch_unwind` is needed (it would not help under `panic = "abort"`
-//! anyway). The outcome is cached for the life of the process.
+//! unreachable without a `catch_unwind`. The outcome is cached for the life of the process.
+//!
+//! One cudarc panic depends on the driver's state rather than on loading: `upgrade_device_ptr`
+//! unwraps the creation of two events. [`upgrade_device_ptr`] (this crate's) asks for an event
+//! first, so the usual failure comes back as an error value, and catches the panic of the rare
+//! race that remains (another thread recording an error in the context in between). Under
+//! `panic = "abort"` that race aborts.
 
 use core::ffi::c_void;
 use core::ptr;

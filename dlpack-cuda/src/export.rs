@@ -78,8 +78,12 @@ use crate::hooks::HookLogic;
 pub struct CudaBuffer<T> {
     /// Dropped in [`Drop`], with its context current.
     slice: ManuallyDrop<CudaSlice<T>>,
-    /// The device address of the first element (fixed for the slice's life).
+    /// The device address of the first element (fixed for the slice's life), as of the last
+    /// [`settle`].
     address: usize,
+    /// Whether `address` is the slice's: false from [`CudaBuffer::slice_mut`] until its guard
+    /// drops, and until the next export when the guard was leaked instead.
+    settled: bool,
 }
 
 impl<T: Element> CudaBuffer<T> {
@@ -101,6 +105,7 @@ impl<T: Element> CudaBuffer<T> {
         CudaBuffer {
             slice: ManuallyDrop::new(slice),
             address,
+            settled: true,
         }
     }
 
@@ -114,6 +119,8 @@ impl<T: Element> CudaBuffer<T> {
     /// into its stream, as [`CudaBuffer::new`] does: even a slice swapped in through the guard
     /// (`std::mem::replace`) is described as it is.
     pub fn slice_mut(&mut self) -> SliceMut<'_, T> {
+        // Until the guard drops, or the next export if it never does (`mem::forget`).
+        self.settled = false;
         SliceMut { buffer: self }
     }
 
@@ -129,7 +136,8 @@ impl<T: Element> CudaBuffer<T> {
         self.slice.stream()
     }
 
-    /// The device address of the first element.
+    /// The device address of the first element. (After a [`SliceMut`] guard that was leaked
+    /// rather than dropped, the address before it, until the next export takes the slice's.)
     pub fn device_address(&self) -> usize {
         self.address
     }
@@ -177,6 +185,7 @@ impl<T: Element> core::ops::DerefMut for SliceMut<'_, T> {
 impl<T: Element> Drop for SliceMut<'_, T> {
     fn drop(&mut self) {
         self.buffer.address = settle(&mut self.buffer.slice);
+        self.buffer.settled = true;
     }
 }
 
@@ -230,6 +239,11 @@ unsafe impl<T: Element> Buffer for CudaBuffer<T> {
     type Elem = T;
 
     fn as_mut_ptr(&mut self) -> *mut T {
+        if !self.settled {
+            // A `SliceMut` guard was leaked: the slice may have been swapped since.
+            self.address = settle(&mut self.slice);
+            self.settled = true;
+        }
         if self.slice.is_empty() || self.address == 0 {
             NonNull::dangling().as_ptr()
         } else {
@@ -759,10 +773,17 @@ fn alloc_elements<T>(stream: &Arc<CudaStream>, len: usize) -> Result<CudaSlice<T
     // to 256 bytes, made in this stream's context; `leak` gave up cudarc's ownership, so the new
     // slice is its only owner and frees it exactly once.
     unsafe { upgrade_device_ptr::<T>(stream, address, len) }.inspect_err(|_| {
-        // No slice owns the memory: free it here, in its context.
+        // No slice owns the memory: free it here, in its context, as cudarc would have: on the
+        // stream where the device has memory pools, else after the stream (`cuMemFreeAsync`
+        // fails without pools, and then nothing was freed).
+        use cudarc::driver::result;
         let _scope = ContextScope::enter(stream.context());
         // SAFETY: the allocation made above, which nothing else owns or uses.
-        let _ = unsafe { cudarc::driver::result::free_async(address, stream.cu_stream()) };
+        if unsafe { result::free_async(address, stream.cu_stream()) }.is_err() {
+            let _ = stream.synchronize();
+            // SAFETY: as above; the failed asynchronous free freed nothing.
+            let _ = unsafe { result::free_sync(address) };
+        }
     })
 }
 

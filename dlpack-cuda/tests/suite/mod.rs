@@ -822,6 +822,21 @@ fn a_slice_swapped_through_slice_mut_is_exported_at_its_own_address(context: &Ar
     let tensor = ManagedTensor::export(buffer).expect("export");
     assert_eq!((tensor.data_ptr().addr(), tensor.shape()), (live, &[3][..]));
     assert_eq!(tensor.to_host_vec::<f32>(&hooks).expect("copy"), [5.0; 3]);
+
+    // The same with the guard leaked, so that its drop never runs: the export still describes
+    // the slice swapped in, never the freed one.
+    let mut buffer = CudaBuffer::new(stream.clone_htod(&[1.0f32, 2.0]).expect("upload"));
+    let mut guard = buffer.slice_mut();
+    let old = std::mem::replace(
+        &mut *guard,
+        stream.clone_htod(&[7.0f32; 4]).expect("upload"),
+    );
+    std::mem::forget(guard);
+    drop(old);
+    let live = buffer.slice().device_ptr(&stream).0 as usize;
+    let tensor = ManagedTensor::export(buffer).expect("export");
+    assert_eq!((tensor.data_ptr().addr(), tensor.shape()), (live, &[4][..]));
+    assert_eq!(tensor.to_host_vec::<f32>(&hooks).expect("copy"), [7.0; 4]);
 }
 
 fn a_cudarc_slice_is_refused_for_gaps_of_bool_and_in_a_context_with_an_error(

@@ -100,7 +100,7 @@ pub use flags::Flags;
 pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};
 pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
 pub use version::Version;
-pub use view::{Offsets, TensorView, TensorViewMut, try_vec_with_capacity};
+pub use view::{Offsets, TensorView, TensorViewMut, ViewIter, try_vec_with_capacity};
 
 #[cfg(feature = "derive")]
 pub use dlpack_derive::DLPack;

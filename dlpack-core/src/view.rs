@@ -375,8 +375,8 @@ impl<'a, T: Element> TensorView<'a, T> {
     }
 
     /// The elements in row-major order (also what `for x in view` walks).
-    pub fn iter(&self) -> Iter<'a, T> {
-        Iter {
+    pub fn iter(&self) -> ViewIter<'a, T> {
+        ViewIter {
             ptr: self.raw.ptr,
             offsets: Offsets::new(self.raw.shape, self.raw.strides, self.raw.len),
             _marker: PhantomData,
@@ -386,13 +386,13 @@ impl<'a, T: Element> TensorView<'a, T> {
 
 /// The elements of a [`TensorView`] in row-major order, by reference
 /// ([`TensorView::iter`], [`TensorViewMut::iter`]).
-pub struct Iter<'a, T> {
+pub struct ViewIter<'a, T> {
     ptr: *const T,
     offsets: Offsets<'a>,
     _marker: PhantomData<&'a T>,
 }
 
-impl<'a, T> Iterator for Iter<'a, T> {
+impl<'a, T> Iterator for ViewIter<'a, T> {
     type Item = &'a T;
     #[inline]
     fn next(&mut self) -> Option<&'a T> {
@@ -406,11 +406,11 @@ impl<'a, T> Iterator for Iter<'a, T> {
     }
 }
 
-impl<T> ExactSizeIterator for Iter<'_, T> {}
+impl<T> ExactSizeIterator for ViewIter<'_, T> {}
 
-impl<T> Clone for Iter<'_, T> {
+impl<T> Clone for ViewIter<'_, T> {
     fn clone(&self) -> Self {
-        Iter {
+        ViewIter {
             ptr: self.ptr,
             offsets: self.offsets.clone(),
             _marker: PhantomData,
@@ -418,32 +418,32 @@ impl<T> Clone for Iter<'_, T> {
     }
 }
 
-impl<T> fmt::Debug for Iter<'_, T> {
+impl<T> fmt::Debug for ViewIter<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Iter")
+        f.debug_struct("ViewIter")
             .field("ptr", &self.ptr)
             .field("remaining", &self.offsets.len())
             .finish()
     }
 }
 
-// SAFETY: an Iter hands out shared references to `T`s, like `core::slice::Iter`.
-unsafe impl<T: Sync> Send for Iter<'_, T> {}
+// SAFETY: an ViewIter hands out shared references to `T`s, like `core::slice::Iter`.
+unsafe impl<T: Sync> Send for ViewIter<'_, T> {}
 // SAFETY: see above.
-unsafe impl<T: Sync> Sync for Iter<'_, T> {}
+unsafe impl<T: Sync> Sync for ViewIter<'_, T> {}
 
 impl<'a, T: Element> IntoIterator for TensorView<'a, T> {
     type Item = &'a T;
-    type IntoIter = Iter<'a, T>;
-    fn into_iter(self) -> Iter<'a, T> {
+    type IntoIter = ViewIter<'a, T>;
+    fn into_iter(self) -> ViewIter<'a, T> {
         self.iter()
     }
 }
 
 impl<'a, T: Element> IntoIterator for &TensorView<'a, T> {
     type Item = &'a T;
-    type IntoIter = Iter<'a, T>;
-    fn into_iter(self) -> Iter<'a, T> {
+    type IntoIter = ViewIter<'a, T>;
+    fn into_iter(self) -> ViewIter<'a, T> {
         self.iter()
     }
 }
@@ -525,7 +525,7 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
     }
 
     /// The elements in row-major order.
-    pub fn iter(&self) -> Iter<'_, T> {
+    pub fn iter(&self) -> ViewIter<'_, T> {
         self.as_view().iter()
     }
 

@@ -2,7 +2,7 @@
 //! tensor (not the view value), iteration with `for`, `view[[i, j]]` indexing, and a mutable
 //! view given up for a slice or a read-only view. Runs under Miri.
 
-use dlpack_core::{Error, ManagedTensor, TensorView};
+use dlpack_core::{Error, ManagedTensor, TensorView, ViewIter};
 use dlpack_testing::StridedVec;
 
 /// A slice that outlives the view it came from: it borrows the tensor.
@@ -35,7 +35,7 @@ fn shared_views_hand_out_references_that_borrow_the_tensor() {
     let shape = t.view::<u16>().unwrap().shape();
     assert_eq!(shape, &[2, 3]);
     // The iterator, too, outlives the view value.
-    let iter = t.view::<u16>().unwrap().iter();
+    let iter: ViewIter<'_, u16> = t.view::<u16>().unwrap().iter();
     assert_eq!(iter.len(), 6);
     assert_eq!(iter.copied().collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
 }

@@ -6,7 +6,7 @@ if ((!QUICK)); then
     if ! command -v valgrind >/dev/null; then
         apt_install valgrind ||
             die "the leak check needs valgrind (the Debian package valgrind provides /usr/bin/valgrind); \
-it is missing and $NOT_ROOT_HINT. Install it as root: apt-get install valgrind"
+it is missing and $APT_WHY. Install it (Debian, as root: apt-get install valgrind)"
     fi
     echo "    have $(valgrind --version)"
 fi

@@ -14,7 +14,7 @@ if ((${#oneapi_missing[@]})); then
     apt_install "${oneapi_missing[@]}" ||
         die "dlpack-oneapi's tests need Debian's Level Zero packages; missing: ${oneapi_missing[*]} \
 (libze1 provides libze_loader.so.1, libze-dev provides /usr/include/level_zero/ze_api.h), and \
-$NOT_ROOT_HINT. Install them as root: apt-get install ${oneapi_missing[*]}"
+$APT_WHY. Install them (Debian, as root: apt-get install ${oneapi_missing[*]})"
 fi
 if command -v dpkg-query >/dev/null; then
     echo "    have $(dpkg-query -W -f='${Package} ${Version}  ' libze1 libze-dev 2>/dev/null)"

@@ -434,7 +434,8 @@ impl CheckedTensor {
         let base = staging.as_ptr().cast::<T>().wrapping_add(base_index);
         // SAFETY: the staging buffer is an aligned host copy of the whole span, so every element
         // offset from `base` that validation allowed lies inside it; bool values are checked by
-        // `TensorView::new`.
+        // `TensorView::new`. The view's lifetime comes from `self`'s arrays, not from `staging`:
+        // only the owned copy below may leave this function, never a reference from the view.
         let view = unsafe { TensorView::new(base, self.shape(), self.strides(), self.elements)? };
         view.try_to_vec()
     }

@@ -29,6 +29,11 @@ const CHILD_VAR: &str = "DLPACK_ONEAPI_CROSS_CONTEXT_CHILD";
 
 /// Runs `body` in a child process of this test binary with the test driver loaded.
 fn in_child(name: &str, body: fn(&LevelZero, &DriverSupport)) {
+    in_child_with(name, &[], body);
+}
+
+/// [`in_child`], with more environment for the child (`env`).
+fn in_child_with(name: &str, env: &[(&str, &str)], body: fn(&LevelZero, &DriverSupport)) {
     if let Some(child) = std::env::var_os(CHILD_VAR) {
         if child != name {
             return;
@@ -65,6 +70,7 @@ fn in_child(name: &str, body: fn(&LevelZero, &DriverSupport)) {
         .env("ZE_ENABLE_ALT_DRIVERS", &driver)
         .env("DLPACK_ONEAPI_TEST_DRIVER_DEVICES", "2")
         .env("DLPACK_ONEAPI_TEST_DRIVER_SUB_DEVICES", "0")
+        .envs(env.iter().copied())
         .output()
         .expect("run the child");
     let text = format!(
@@ -134,6 +140,49 @@ fn a_usm_buffer_is_freed_while_an_unconfirmed_copy_through_another_context_write
                 dlpack_oneapi::leaks().allocations >= 1,
                 "the allocation is leaked"
             );
+        },
+    );
+}
+
+/// The same with two contexts of their own, under driver-wide lookups: on Intel's driver any
+/// context resolves, and copies, another's memory.
+#[test]
+fn with_driver_wide_lookups_any_two_contexts_keep_what_an_unconfirmed_copy_touches() {
+    in_child_with(
+        "with_driver_wide_lookups_any_two_contexts_keep_what_an_unconfirmed_copy_touches",
+        &[("DLPACK_ONEAPI_TEST_DRIVER_DRIVER_WIDE_LOOKUP", "1")],
+        |ze, support| {
+            let driver = ze.drivers().unwrap()[0].clone();
+            let producer = Context::new(&driver).unwrap();
+            let consumer = Context::new(&driver).unwrap();
+            let gpu = producer.devices()[0].clone();
+            let buffer =
+                UsmBuffer::from_slice(&producer, &gpu, UsmKind::Device, &[9u8; 64]).unwrap();
+            let address = buffer.as_ptr().addr();
+            assert!(consumer.allocation_of(address).unwrap().is_some());
+            let before = support.misuses();
+            let leaked = dlpack_oneapi::leaks().allocations;
+            // The source must outlive a copy that may still run: leaked.
+            let src: &'static [u8] = Box::leak(vec![1u8; 64].into_boxed_slice());
+            let held = support.hold(0);
+            support.fail("zeEventHostSynchronize", 0, 1, LOST, Failure::Instead);
+            // SAFETY: live device USM of device 0 that nothing else accesses during the call.
+            let err = unsafe {
+                consumer
+                    .hooks()
+                    .copy_from_host(Device::oneapi(0), src, address)
+            }
+            .unwrap_err();
+            assert!(err.to_string().contains("may still be running"), "{err}");
+            drop(buffer);
+            let after = support.misuses();
+            drop(held);
+            support.settle();
+            assert_eq!(
+                after.frees_in_use, before.frees_in_use,
+                "freed under the copy"
+            );
+            assert_eq!(dlpack_oneapi::leaks().allocations, leaked + 1);
         },
     );
 }

@@ -415,8 +415,20 @@ pub(crate) unsafe extern "C" fn mem_free(h: ze_context_handle_t, ptr: *mut c_voi
     })
 }
 
+/// With driver-wide lookups ([`crate::objects::DRIVER_WIDE_VAR`], Intel's behaviour): the allocation of another
+/// context that holds `ptr`.
+fn lookup_elsewhere(ptr: *const c_void) -> Option<(usize, usize, ze_memory_type_t, usize, u64)> {
+    let driver_wide = driver().is_ok_and(|d| d.driver_wide);
+    if driver_wide {
+        objects().find_anywhere(ptr.addr())
+    } else {
+        None
+    }
+}
+
 /// `zeMemGetAllocProperties`: a pointer this context did not allocate is reported as
-/// `ZE_MEMORY_TYPE_UNKNOWN` with success, as real drivers do.
+/// `ZE_MEMORY_TYPE_UNKNOWN` with success, as the specification has it (with driver-wide
+/// lookups, as Intel's driver does, the allocation of any context of the driver is).
 pub(crate) unsafe extern "C" fn mem_get_alloc_properties(
     h: ze_context_handle_t,
     ptr: *const c_void,
@@ -435,7 +447,7 @@ pub(crate) unsafe extern "C" fn mem_get_alloc_properties(
     if p.stype != ZE_STRUCTURE_TYPE_MEMORY_ALLOCATION_PROPERTIES {
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     }
-    let (kind, id, owner) = match context.find(ptr.addr()) {
+    let (kind, id, owner) = match context.find(ptr.addr()).or_else(|| lookup_elsewhere(ptr)) {
         Some((_, _, kind, owner, id)) => (kind, id, owner),
         None => (ZE_MEMORY_TYPE_UNKNOWN, 0, 0),
     };
@@ -454,7 +466,7 @@ pub(crate) unsafe extern "C" fn mem_get_alloc_properties(
 }
 
 /// `zeMemGetAddressRange`: a pointer this context did not allocate is
-/// `ZE_RESULT_ERROR_INVALID_ARGUMENT`.
+/// `ZE_RESULT_ERROR_INVALID_ARGUMENT` (with driver-wide lookups: unless another context did).
 pub(crate) unsafe extern "C" fn mem_get_address_range(
     h: ze_context_handle_t,
     ptr: *const c_void,
@@ -468,7 +480,7 @@ pub(crate) unsafe extern "C" fn mem_get_address_range(
     if ptr.is_null() {
         return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     }
-    let Some((b, s, ..)) = context.find(ptr.addr()) else {
+    let Some((b, s, ..)) = context.find(ptr.addr()).or_else(|| lookup_elsewhere(ptr)) else {
         return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     };
     if !base.is_null() {
@@ -583,8 +595,15 @@ fn check_range(o: &Objects, context: usize, ptr: usize, size: usize) -> Result<(
             }
         }
         None => {
-            if o.other_context_owning(ptr, context) {
-                return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+            if let Some((base, len, ..)) = o.find_anywhere(ptr) {
+                // Another context's memory: a copy of it is refused, unless lookups are
+                // driver-wide (Intel's driver copies it).
+                if !driver().is_ok_and(|d| d.driver_wide) {
+                    return Err(ZE_RESULT_ERROR_INVALID_ARGUMENT);
+                }
+                if ptr + size > base + len {
+                    return Err(ZE_RESULT_ERROR_INVALID_SIZE);
+                }
             }
         }
     }

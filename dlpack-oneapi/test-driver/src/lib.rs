@@ -38,7 +38,10 @@
 //!   each with `DLPACK_ONEAPI_TEST_DRIVER_SUB_DEVICES` sub-devices (default 0, at most 4).
 //! - Contexts with device, shared and host USM: `zeMemAlloc*` allocate host memory (filled with
 //!   `0xA5`) and record the kind and owning device, which `zeMemGetAllocProperties` and
-//!   `zeMemGetAddressRange` report for any byte inside the allocation, in that context only.
+//!   `zeMemGetAddressRange` report for any byte inside the allocation, in that context only, as
+//!   the specification has it; copies refuse another context's memory. With
+//!   `DLPACK_ONEAPI_TEST_DRIVER_DRIVER_WIDE_LOOKUP=1` both queries and copies resolve a pointer
+//!   in every context of the driver instead, as Intel's GPU driver does.
 //! - Immediate command lists whose commands (copies and barriers, with signal and wait events)
 //!   run in order on a worker thread, so that work really is asynchronous and a missing
 //!   synchronisation shows up as wrong data (or, for a missing barrier, as a counted misuse).

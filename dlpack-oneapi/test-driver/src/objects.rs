@@ -23,6 +23,9 @@ pub(crate) const DEVICES_VAR: &str = "DLPACK_ONEAPI_TEST_DRIVER_DEVICES";
 /// The environment variable with the number of sub-devices of each root device (default 0, at
 /// most 4).
 pub(crate) const SUB_DEVICES_VAR: &str = "DLPACK_ONEAPI_TEST_DRIVER_SUB_DEVICES";
+/// The environment variable that makes pointer lookups driver-wide (`1`; default `0`): what
+/// Intel's GPU driver does, not the specification (see the crate docs).
+pub(crate) const DRIVER_WIDE_VAR: &str = "DLPACK_ONEAPI_TEST_DRIVER_DRIVER_WIDE_LOOKUP";
 
 /// A device or sub-device. Lives as long as the process.
 #[derive(Debug)]
@@ -52,6 +55,9 @@ pub(crate) struct Driver {
     /// Per root device: whether its command lists are held (do not execute), and the condvar
     /// that wakes their workers.
     pub(crate) holds: Vec<(Mutex<bool>, Condvar)>,
+    /// Whether `zeMemGetAllocProperties`, `zeMemGetAddressRange` and copies resolve a pointer
+    /// in every context of the driver, as Intel's driver does ([`DRIVER_WIDE_VAR`]).
+    pub(crate) driver_wide: bool,
 }
 
 static DRIVER: OnceLock<Result<Driver, String>> = OnceLock::new();
@@ -101,7 +107,13 @@ fn build_driver() -> Result<Driver, String> {
     let holds = (0..n_roots)
         .map(|_| (Mutex::new(false), Condvar::new()))
         .collect();
-    Ok(Driver { roots, subs, holds })
+    let driver_wide = count_from_env(DRIVER_WIDE_VAR, 0, 1)? == 1;
+    Ok(Driver {
+        roots,
+        subs,
+        holds,
+        driver_wide,
+    })
 }
 
 /// The driver, configured from the environment on first use.
@@ -633,11 +645,12 @@ impl Objects {
             .ok_or(ZE_RESULT_ERROR_INVALID_NULL_HANDLE)
     }
 
-    /// Finds which live context holds an allocation containing `addr`, other than `except`.
-    pub(crate) fn other_context_owning(&self, addr: usize, except: usize) -> bool {
-        self.contexts
-            .iter()
-            .any(|(&h, c)| h != except && c.find(addr).is_some())
+    /// The allocation containing `addr` in any live context: `(base, size, kind, device, id)`.
+    pub(crate) fn find_anywhere(
+        &self,
+        addr: usize,
+    ) -> Option<(usize, usize, ze_memory_type_t, usize, u64)> {
+        self.contexts.values().find_map(|c| c.find(addr))
     }
 
     pub(crate) fn new_event(pool: Arc<EventPool>, index: u32) -> Arc<Event> {

@@ -123,8 +123,9 @@
 //! Intel's GPU driver is more lenient than the specification: its `zeMemGetAllocProperties`,
 //! `zeMemGetAddressRange` and `zeMemFree` look the pointer up in a table of the whole driver
 //! (compute-runtime's `ContextImp`, read in its source), so there any context of the driver
-//! knows every allocation of it. The workspace's test driver follows the specification, and the
-//! hooks rely on neither reading. Their copies, though, run in the resolving context: memory of
+//! knows every allocation of it. The workspace's test driver follows the specification, or
+//! Intel's reading with `DLPACK_ONEAPI_TEST_DRIVER_DRIVER_WIDE_LOOKUP=1`; the test suite runs
+//! under both, and the hooks rely on neither. Their copies, though, run in the resolving context: memory of
 //! another context that Intel's driver answers for is copied across contexts, which the
 //! specification does not allow (what a failed copy may still touch is recorded for the whole
 //! process, so no context frees it).
@@ -152,7 +153,8 @@
 //!   off (`phDevice` of `zeMemGetAllocProperties`: root or tile), which the root mapping handles
 //!   either way but was only tested with a driver that reports the tile;
 //! - the driver's answer for pointers into another context (expected from its source: the
-//!   real kind and range, see above), which the hooks accept either way;
+//!   real kind and range, see above, which the test driver's driver-wide mode imitates), which
+//!   the hooks accept either way;
 //! - the event handshake against a real SYCL queue's native list (immediate command lists must
 //!   be enabled in the SYCL runtime), and the default numbering against
 //!   `sycl::device::get_devices()` on a machine with several backends;

@@ -50,13 +50,8 @@ fi
 # the Rust tests and doctests of dlpack-pyo3 embed it.
 export PYO3_PYTHON="$ROOT/.venv/bin/python3"
 [[ -x "$PYO3_PYTHON" ]] || die "$PYO3_PYTHON is missing: the venv .venv is broken; delete it and rerun"
-# Those tests link libpython (pyo3's auto-initialize), which for Debian's Python is the
-# development package's libpython3.X.so, not installed with python3 itself.
-pyo3_libpython=$("$PYO3_PYTHON" -c 'import os, sysconfig as s
-shared = s.get_config_var("Py_ENABLE_SHARED")
-print(os.path.join(s.get_config_var("LIBDIR") or "", s.get_config_var("LDLIBRARY") or "") if shared else "")')
-if [[ -n "$pyo3_libpython" && ! -e "$pyo3_libpython" ]]; then
-    apt_install python3-dev || true
-    [[ -e "$pyo3_libpython" ]] || die "dlpack-pyo3's tests link $pyo3_libpython, which is missing: \
+# Those tests link libpython (pyo3's auto-initialize): pyo3.packages.sh has python3-dev installed
+# where Debian's Python lacks the library.
+pyo3_lib=$(pyo3_libpython)
+[[ -z "$pyo3_lib" || -e "$pyo3_lib" ]] || die "dlpack-pyo3's tests link $pyo3_lib, which is missing: \
 install Python's development files as root (Debian: apt-get install python3-dev) and rerun"
-fi

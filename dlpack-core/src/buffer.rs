@@ -89,7 +89,13 @@ pub unsafe trait Buffer: Send + 'static {
     ///
     /// This is the import path's fallback when a tensor cannot be reclaimed without a copy.
     /// Host buffers take any host-accessible tensor of their element type; device buffers
-    /// decide which devices they can copy from and report the others as errors.
+    /// decide which devices they can copy from.
+    ///
+    /// # Errors
+    ///
+    /// The host buffers (`Vec`, `Box<[T]>`, `Arc<[T]>`) fail as [`CheckedTensor::to_vec`] does:
+    /// [`Error::DataTypeMismatch`] and [`Error::NotHostAccessible`], say. A device buffer
+    /// returns an error for a device it cannot copy from, and its runtime's errors.
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error>
     where
         Self: Sized;
@@ -283,8 +289,12 @@ pub trait Dims {
     /// Writes the entries into `out` (`out.len() == self.ndim()`).
     fn write_dims(&self, out: &mut [i64]);
 
-    /// Builds a list from imported `i64` values; an error if the type cannot hold them (a
-    /// negative value in an unsigned list, a wrong length for an array).
+    /// Builds a list from imported `i64` values.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DimOutOfRange`] for a value the entry type cannot hold (a negative value in an
+    /// unsigned list), [`Error::NdimMismatch`] for an array of another length.
     fn from_dims(dims: &[i64]) -> Result<Self, Error>
     where
         Self: Sized;

@@ -211,6 +211,12 @@ impl DataType {
     ///     "dtype float4_e2m1fn has bits = 8, expected one of [4]"
     /// );
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownDataTypeCode`] for a code DLPack 1.3 does not define,
+    /// [`Error::ZeroLanes`] for `lanes == 0`, [`Error::UnsupportedBits`] for a width DLPack does
+    /// not define for the code.
     pub fn validate(self) -> Result<(), Error> {
         if self.is_valid_byte_sized() {
             return Ok(());

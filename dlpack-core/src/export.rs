@@ -137,9 +137,16 @@ pub unsafe trait Export: Send + 'static {
     fn ndim(&self) -> usize;
 
     /// Checks, before the value moves, anything its description depends on that can be wrong
-    /// (fields that disagree with each other, say), with a typed error. Called once, before
-    /// [`Export::ndim`]; when it fails the export returns its error and drops the value. The
-    /// default accepts everything. (Call it yourself first to keep the value on failure.)
+    /// (fields that disagree with each other, say). Called once, before [`Export::ndim`]. The
+    /// default accepts everything.
+    ///
+    /// # Errors
+    ///
+    /// The producer's own typed error; the export then returns it and drops the value (call
+    /// `check` yourself first to keep the value on failure). `#[derive(DLPack)]` returns
+    /// [`Error::NdimMismatch`] for strides and shape of different lengths and
+    /// [`Error::DeviceMismatch`] for a device (field or attribute) of another device type than
+    /// the buffer's.
     fn check(&self) -> Result<(), Error> {
         Ok(())
     }

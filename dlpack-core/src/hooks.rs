@@ -97,7 +97,12 @@ pub unsafe trait DeviceHooks: Send + Sync {
     fn handles(&self, device_type: DeviceType) -> bool;
 
     /// Resolves the device and memory kind of `address`, which a tensor claims lies on
-    /// `claimed`. An address the runtime does not know is [`Error::UnknownPointer`].
+    /// `claimed`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownPointer`] for an address the runtime does not know, [`Error::Runtime`]
+    /// when the runtime fails. The default returns [`Error::NoHook`].
     fn resolve(&self, claimed: Device, address: usize) -> Result<PointerInfo, Error> {
         let _ = address;
         Err(Error::NoHook { device: claimed })
@@ -106,6 +111,11 @@ pub unsafe trait DeviceHooks: Send + Sync {
     /// Makes the producer's pending work on `device` visible to the consumer's `stream` (for
     /// CUDA: record an event on the producer's stream and make the consumer's stream wait on
     /// it), without synchronising the whole device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime fails, an [`Error::Protocol`] (`ValueError`) for a
+    /// stream the hook cannot use. The default returns [`Error::NoHook`].
     fn make_ready(&self, device: Device, stream: StreamRequest) -> Result<(), Error> {
         let _ = stream;
         Err(Error::NoHook { device })
@@ -114,15 +124,22 @@ pub unsafe trait DeviceHooks: Send + Sync {
     /// Blocks the calling host thread until the producer's pending work on `device` is done
     /// (the protocol's [`SyncAction::Host`](crate::protocol::SyncAction::Host), used when device
     /// data is handed to a CPU consumer).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime fails. The default returns [`Error::NoHook`].
     fn wait_host(&self, device: Device) -> Result<(), Error> {
         Err(Error::NoHook { device })
     }
 
     /// Copies `dst.len()` bytes from device memory at `src` to the host.
     ///
-    /// An implementation returns [`Error::CopyInFlight`] (and only then may the copy go on
-    /// after the call) when the runtime cannot confirm that the copy finished, a lost device's
-    /// failed wait, say: the device may still write `dst`.
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime fails, or another [`Error`] for memory the hook
+    /// refuses to copy from. [`Error::CopyInFlight`] (and only then may the copy go on after the
+    /// call) when the runtime cannot confirm that the copy finished, a lost device's failed
+    /// wait, say: the device may still write `dst`. The default returns [`Error::NoHook`].
     ///
     /// # Safety
     ///
@@ -137,6 +154,11 @@ pub unsafe trait DeviceHooks: Send + Sync {
     }
 
     /// Copies `src` from the host into device memory at `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the runtime fails, or another [`Error`] for memory the hook
+    /// refuses to copy to. The default returns [`Error::NoHook`].
     ///
     /// # Safety
     ///

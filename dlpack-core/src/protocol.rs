@@ -183,6 +183,11 @@ pub const CONSUMER_MAX_VERSION: Version = Version::CURRENT;
 /// let err = parse_stream(Device::cuda(0), Some(0)).unwrap_err();
 /// assert_eq!(err.py_kind(), PyErrorKind::ValueError);
 /// ```
+///
+/// # Errors
+///
+/// An [`Error::Protocol`] of kind [`PyErrorKind::ValueError`] for a stream the table refuses,
+/// and for a handle that does not fit a pointer on this platform.
 pub fn parse_stream(device: Device, stream: Option<i64>) -> Result<StreamRequest, Error> {
     const CUDA_EXPECTED: &str = "expected None, -1 (no synchronisation), 1 (legacy default stream), 2 (per-thread default stream) or a cudaStream_t > 2";
     const ROCM_EXPECTED: &str =
@@ -321,6 +326,12 @@ impl ExportPlan {
 /// assert_eq!(err.py_kind(), PyErrorKind::BufferError);
 /// assert_eq!(err.to_string(), "a copy is needed to move cuda:0 data to cpu:0 but copy=False");
 /// ```
+///
+/// # Errors
+///
+/// An [`Error::Protocol`] of kind [`PyErrorKind::BufferError`] for `copy=False` when memory the
+/// host cannot read is asked for on `(kDLCPU, 0)`, and for a `dl_device` other than `None`, the
+/// tensor's device or `(kDLCPU, 0)`.
 pub fn plan_export(
     tensor_device: Device,
     dl_device: Option<Device>,
@@ -431,9 +442,11 @@ impl ExportArgs {
     /// which a CPU consumer may read in place (NumPy does, passing no stream): the host waits
     /// ([`SyncAction::Host`]). Tensors on other devices need nothing this crate can do.
     ///
-    /// Errors: `BufferError` from [`plan_export`], `ValueError` from [`parse_stream`]. A
-    /// read-only tensor asked for as a legacy struct is refused by the exporter
-    /// ([`Error::LegacyReadOnly`]), not here.
+    /// # Errors
+    ///
+    /// An [`Error::Protocol`]: `BufferError` from [`plan_export`], `ValueError` from
+    /// [`parse_stream`]. A read-only tensor asked for as a legacy struct is refused by the
+    /// exporter ([`Error::LegacyReadOnly`]), not here.
     #[inline]
     pub fn decide(&self, tensor_device: Device) -> Result<ExportDecision, Error> {
         // The common call (`np.from_dlpack(x)` on a host tensor, say): nothing asked but the
@@ -478,6 +491,11 @@ impl ExportArgs {
     /// );
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`ExportArgs::decide`], except that `copy=False` with `dl_device=(kDLCPU, 0)` is a
+    /// `BufferError` only for memory the host cannot read.
     pub fn decide_for_memory(
         &self,
         tensor_device: Device,
@@ -541,10 +559,7 @@ fn has_streams(device: Device) -> bool {
 /// Says which struct a capsule holds from its name, for a consumer about to take it.
 ///
 /// `"dltensor_versioned"` is [`ExportStruct::Versioned`] and `"dltensor"`
-/// [`ExportStruct::Legacy`]. A `"used_"` name is a `ValueError`: another consumer already took
-/// the tensor, and a capsule can be consumed only once. Any other name is a `TypeError`: the
-/// object is not a DLPack tensor capsule. The glue layer passes `c""` for a capsule without a
-/// name.
+/// [`ExportStruct::Legacy`]. The glue layer passes `c""` for a capsule without a name.
 ///
 /// ```
 /// use dlpack_core::protocol::{ExportStruct, accept_capsule_name};
@@ -553,6 +568,12 @@ fn has_streams(device: Device) -> bool {
 /// let err = accept_capsule_name(c"used_dltensor").unwrap_err();
 /// assert_eq!(err.py_kind(), PyErrorKind::ValueError);
 /// ```
+///
+/// # Errors
+///
+/// An [`Error::Protocol`]: a `ValueError` for a `"used_"` name (another consumer already took
+/// the tensor, and a capsule can be consumed only once), a `TypeError` for any other name (the
+/// object is not a DLPack tensor capsule).
 pub fn accept_capsule_name(name: &CStr) -> Result<ExportStruct, Error> {
     if name == CAPSULE_VERSIONED {
         Ok(ExportStruct::Versioned)

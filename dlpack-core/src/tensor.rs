@@ -360,8 +360,13 @@ impl CheckedTensor {
 
     /// A typed read-only view.
     ///
-    /// Fails if `T`'s dtype is not the tensor's, the host cannot read the memory, the first
-    /// element is not aligned for `T`, or (for `bool`) an element is neither 0 nor 1.
+    /// # Errors
+    ///
+    /// [`Error::DataTypeMismatch`] if `T`'s dtype is not the tensor's,
+    /// [`Error::NotHostAccessible`] if the host cannot read the memory, [`Error::Misaligned`] if
+    /// the first element is not aligned for `T`. For `bool` (an [`Element`] whose values are
+    /// checked), [`Error::InvalidValue`] if an element is neither 0 nor 1, and
+    /// [`Error::IrregularOverlap`] for strides too irregular to check every element.
     #[inline]
     pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>, Error> {
         let base = self.typed_base::<T>()?;
@@ -372,8 +377,12 @@ impl CheckedTensor {
     }
 
     /// Copies the elements into a new row-major `Vec` (the strided gather; a single `memcpy` for
-    /// contiguous data). [`Error::OutOfMemory`] if they do not fit in memory (a broadcast tensor
-    /// can describe far more elements than its memory holds).
+    /// contiguous data).
+    ///
+    /// # Errors
+    ///
+    /// Those of [`CheckedTensor::view`], and [`Error::OutOfMemory`] if the elements do not fit
+    /// in memory (a broadcast tensor can describe far more elements than its memory holds).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, Error> {
         self.view::<T>()?.try_to_vec()
     }
@@ -382,8 +391,15 @@ impl CheckedTensor {
     /// host-accessible (device memory is copied to the host as one block, then gathered).
     ///
     /// The block is the tensor's whole byte span ([`CheckedTensor::byte_span`]), so a sparse
-    /// tensor (a column of a large matrix, say) stages more than its elements;
-    /// [`Error::OutOfMemory`] if that or the result does not fit in memory. After the hook's
+    /// tensor (a column of a large matrix, say) stages more than its elements.
+    ///
+    /// # Errors
+    ///
+    /// For host-accessible memory, those of [`CheckedTensor::to_vec`]. Otherwise
+    /// [`Error::DataTypeMismatch`], [`Error::NoHook`] if `hooks` does not handle the tensor's
+    /// device type, [`Error::Misaligned`], [`Error::OutOfMemory`] if the block or the result
+    /// does not fit in memory, the hook's errors ([`DeviceHooks::copy_to_host`]), and for `bool`
+    /// [`Error::InvalidValue`] or [`Error::IrregularOverlap`]. After the hook's
     /// [`Error::CopyInFlight`] (a copy the runtime could not see finish) the staging block is
     /// leaked, since the device may still write it.
     pub fn to_host_vec<T: Element>(&self, hooks: &dyn DeviceHooks) -> Result<Vec<T>, Error> {
@@ -572,6 +588,14 @@ impl CheckedTensor {
     /// they were): for a producer deciding how to serve a tensor, say.
     ///
     /// Returns what the hook reported, or `None` for a tensor without elements.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoHook`] if `hooks` does not handle the tensor's device type, the errors of the
+    /// hook's [`DeviceHooks::resolve`] ([`Error::UnknownPointer`], say), and where its answer
+    /// contradicts the tensor: [`Error::MemoryKindMismatch`] for memory the device type cannot
+    /// describe, [`Error::DeviceMismatch`] for device memory of another device,
+    /// [`Error::SpanOutsideAllocation`] for reachable bytes outside the reported allocation.
     pub fn check_device(&self, hooks: &dyn DeviceHooks) -> Result<Option<PointerInfo>, Error> {
         let claimed = self.device();
         if !hooks.handles(claimed.device_type) {
@@ -842,8 +866,14 @@ unsafe impl Sync for ManagedTensor {}
 impl ManagedTensor {
     /// Moves `producer` into a new versioned managed tensor: one allocation, no copy.
     ///
-    /// Fails if the producer's description is invalid (the same checks as on import), or
-    /// reaches outside the allocation it names; the producer is dropped then.
+    /// # Errors
+    ///
+    /// The producer's own [`Export::check`] error, [`Error::BadNdim`] for more than
+    /// [`crate::MAX_NDIM`] dimensions; for a description the importer would refuse, the error of
+    /// the import check it fails ([`Error::UnknownFlags`], those of [`DataType::validate`],
+    /// [`Error::NegativeDim`], [`Error::NullData`], [`Error::StridedSubByte`],
+    /// [`Error::Overflow`]); [`Error::SpanOutsideAllocation`] for one that reaches outside the
+    /// allocation it names. The producer is dropped then.
     pub fn export<P: Export>(producer: P) -> Result<Self, Error> {
         let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
         // SAFETY: a block fresh from `export` is a live versioned managed tensor with this
@@ -852,8 +882,13 @@ impl ManagedTensor {
     }
 
     /// Moves `producer` into a new legacy `DLManagedTensor` (no version, no flags), for consumers
-    /// that only know the pre-1.0 struct. Fails for read-only producers: the legacy struct cannot
-    /// say so.
+    /// that only know the pre-1.0 struct.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ManagedTensor::export`], and [`Error::LegacyReadOnly`] for a read-only producer,
+    /// [`Error::LegacyPaddedSubByte`] for padded sub-byte elements: the legacy struct can say
+    /// neither.
     pub fn export_legacy<P: Export>(producer: P) -> Result<Self, Error> {
         let (raw, allocation) = export::export::<DLManagedTensor, P>(producer)?;
         // SAFETY: as in `export`, for a legacy block.
@@ -881,6 +916,12 @@ impl ManagedTensor {
     /// assert_eq!(tensor.view::<f32>()?.to_vec(), [1.0, 2.0]);
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// The producer's own [`Export::check`] error, [`Error::BadNdim`] for more than
+    /// [`crate::MAX_NDIM`] dimensions, and for a producer that names its allocation the rest of
+    /// [`ManagedTensor::export`]'s errors. The producer is dropped then.
     #[inline]
     pub fn export_raw<P: Export>(producer: P) -> Result<NonNull<DLManagedTensorVersioned>, Error> {
         let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
@@ -892,8 +933,13 @@ impl ManagedTensor {
         Ok(raw)
     }
 
-    /// [`ManagedTensor::export_raw`] for the legacy `DLManagedTensor`; fails, as
-    /// [`ManagedTensor::export_legacy`] does, for read-only producers.
+    /// [`ManagedTensor::export_raw`] for the legacy `DLManagedTensor`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`ManagedTensor::export_raw`], and, as for [`ManagedTensor::export_legacy`],
+    /// [`Error::LegacyReadOnly`] for a read-only producer and [`Error::LegacyPaddedSubByte`] for
+    /// padded sub-byte elements.
     pub fn export_raw_legacy<P: Export>(producer: P) -> Result<NonNull<DLManagedTensor>, Error> {
         let (raw, allocation) = export::export::<DLManagedTensor, P>(producer)?;
         if allocation.is_none() {
@@ -989,9 +1035,18 @@ impl ManagedTensor {
 
     /// Takes ownership of a versioned managed tensor and validates it.
     ///
-    /// On success the owner calls the deleter exactly once, when dropped. On failure the deleter
-    /// has already been called (unless `ptr` is NULL) and the error says what was wrong; a tensor
-    /// whose major version differs from 1 is only deleted, never read further.
+    /// On success the owner calls the deleter exactly once, when dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NullPointer`] for a NULL `ptr`; [`Error::IncompatibleVersion`] for a major
+    /// version other than 1 (the tensor is only deleted, never read further); otherwise the
+    /// error of the first check the tensor fails (each is listed at [`CheckedTensor`]):
+    /// [`Error::UnknownFlags`], [`Error::BadNdim`], those of [`DataType::validate`],
+    /// [`Error::NullPointer`] or [`Error::MisalignedArray`] for the shape or strides array,
+    /// [`Error::NegativeDim`], [`Error::NullStrides`], [`Error::NullData`],
+    /// [`Error::StridedSubByte`], [`Error::Overflow`]. On every error but a NULL `ptr` the
+    /// deleter has already been called.
     ///
     /// # Safety
     ///
@@ -1038,6 +1093,12 @@ impl ManagedTensor {
     /// does, since nothing says its memory may be written; a legacy tensor exported by this
     /// crate keeps its writability. NULL strides mean compact row-major.
     ///
+    /// # Errors
+    ///
+    /// As for [`ManagedTensor::from_raw`], less [`Error::IncompatibleVersion`],
+    /// [`Error::UnknownFlags`] and [`Error::NullStrides`]: the legacy struct has no version and no
+    /// flags, and allows NULL strides.
+    ///
     /// # Safety
     ///
     /// As for [`ManagedTensor::from_raw`], for a `DLManagedTensor`.
@@ -1061,10 +1122,8 @@ impl ManagedTensor {
     /// capsule it refuses untouched, for its destructor or another consumer).
     ///
     /// Ownership passes to the returned owner exactly when this returns `Ok`: after `accept`
-    /// returned `Ok` (the place to mark the tensor taken, such as renaming its capsule). On any
-    /// error, whether the validation's (converted by `E::from`, [`Error::IncompatibleVersion`]
-    /// for another major version included) or `accept`'s own, nothing is deleted and the caller
-    /// still owns the tensor. The checks are [`ManagedTensor::from_raw`]'s, made once.
+    /// returned `Ok` (the place to mark the tensor taken, such as renaming its capsule). The
+    /// checks are [`ManagedTensor::from_raw`]'s, made once.
     ///
     /// ```
     /// use dlpack_core::{Error, ManagedTensor};
@@ -1085,6 +1144,12 @@ impl ManagedTensor {
     /// assert_eq!(tensor.to_vec::<f32>()?, [1.0, 2.0, 3.0]);
     /// # Ok::<(), Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ManagedTensor::from_raw`]'s errors, converted by `E::from`, and `accept`'s own. On any
+    /// error nothing is deleted (after [`Error::IncompatibleVersion`] too) and the caller still
+    /// owns the tensor.
     ///
     /// # Safety
     ///
@@ -1124,6 +1189,11 @@ impl ManagedTensor {
 
     /// [`ManagedTensor::from_raw_if`] for a legacy (pre-1.0) managed tensor, with
     /// [`ManagedTensor::from_raw_legacy`]'s checks and read-only rule.
+    ///
+    /// # Errors
+    ///
+    /// [`ManagedTensor::from_raw_legacy`]'s errors, converted by `E::from`, and `accept`'s own.
+    /// On any error nothing is deleted and the caller still owns the tensor.
     ///
     /// # Safety
     ///
@@ -1188,10 +1258,14 @@ impl ManagedTensor {
         matches!(self.raw, Raw::Legacy(_))
     }
 
-    /// A typed mutable view. Fails for read-only tensors ([`Error::ReadOnly`]), for strides that
-    /// make distinct indices share memory (zero strides, say: [`Error::OverlappingStrides`]) and
-    /// for data that overlaps the tensor's own struct, shape or strides
-    /// ([`Error::DataOverlapsDescription`]), besides everything [`CheckedTensor::view`] checks.
+    /// A typed mutable view.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReadOnly`] for a read-only tensor, [`Error::OverlappingStrides`] for strides that
+    /// make distinct indices share memory (zero strides, say), [`Error::DataOverlapsDescription`]
+    /// for data that overlaps the tensor's own struct, shape or strides, and those of
+    /// [`CheckedTensor::view`].
     pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
         let header = self.header();
         self.checked.view_mut(header)
@@ -1199,10 +1273,7 @@ impl ManagedTensor {
 
     /// Checks what writing the elements in place needs, for code that writes them some other
     /// way than through [`ManagedTensor::view_mut`] (a device copy into an imported tensor,
-    /// say): the tensor is not read-only ([`Error::ReadOnly`]), no two indices share memory
-    /// ([`Error::OverlappingStrides`]), and no element lies in the tensor's own struct, shape
-    /// or strides ([`Error::DataOverlapsDescription`]: a write there would change the layout the
-    /// writer walks). `view_mut` makes the same checks.
+    /// say). `view_mut` makes the same checks.
     ///
     /// ```
     /// use dlpack_core::{Error, ManagedTensor};
@@ -1213,6 +1284,13 @@ impl ManagedTensor {
     /// assert_eq!(t.check_writable(), Err(Error::ReadOnly));
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReadOnly`] for a read-only tensor, [`Error::OverlappingStrides`] when two
+    /// indices share memory, [`Error::DataOverlapsDescription`] when an element lies in the
+    /// tensor's own struct, shape or strides (a write there would change the layout the writer
+    /// walks).
     pub fn check_writable(&self) -> Result<(), Error> {
         self.checked.check_writable(self.header())
     }
@@ -1280,12 +1358,21 @@ impl ManagedTensor {
     ///
     /// Returns what the hook reported, or `None` for a tensor without elements (no byte to
     /// check).
+    ///
+    /// # Errors
+    ///
+    /// As for [`CheckedTensor::check_device`]; the tensor is left as it was.
     pub fn verify_device(&mut self, hooks: &dyn DeviceHooks) -> Result<Option<PointerInfo>, Error> {
         self.checked.verify_device(hooks)
     }
 
     /// Gives ownership to C as a `DLManagedTensorVersioned*`; the receiver must call its deleter
     /// once. A legacy tensor is first wrapped in a versioned one (one allocation).
+    ///
+    /// # Errors
+    ///
+    /// Only those of the wrapping export ([`Error::BadNdim`], [`Error::Overflow`] of the block
+    /// size), which a validated tensor does not meet: none in practice.
     pub fn into_raw(self) -> Result<*mut DLManagedTensorVersioned, Error> {
         match self.raw {
             Raw::Versioned(p) if !self.restricted() => {
@@ -1301,8 +1388,15 @@ impl ManagedTensor {
     }
 
     /// Gives ownership to C as a legacy `DLManagedTensor*`; the receiver must call its deleter
-    /// once. A versioned tensor is first wrapped in a legacy one (one allocation), which fails if
-    /// it is read-only ([`Error::LegacyReadOnly`]).
+    /// once. A versioned tensor is first wrapped in a legacy one (one allocation).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LegacyReadOnly`] for a read-only tensor, unless its own struct is a legacy one
+    /// that imports read-only anyway (see [`ManagedTensor::into_read_only`]); a versioned tensor
+    /// whose data overlaps its own struct, shape or strides counts as read-only.
+    /// [`Error::LegacyPaddedSubByte`] for padded sub-byte elements. The legacy struct can say
+    /// neither; the tensor is deleted then.
     pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Error> {
         match self.raw {
             Raw::Legacy(p) if !self.restricted() => {
@@ -1316,9 +1410,7 @@ impl ManagedTensor {
         }
     }
 
-    /// Gives back the producer this tensor was exported from, without a copy, if it was
-    /// exported by this crate from a `P` (and not made read-only by
-    /// [`ManagedTensor::into_read_only`]); otherwise returns the tensor untouched.
+    /// Gives back the producer this tensor was exported from, without a copy.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -1330,6 +1422,11 @@ impl ManagedTensor {
     /// assert_eq!(v, [1, 2, 3]);
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// The tensor itself, untouched, unless it was exported by this crate from a `P` (and not
+    /// made read-only by [`ManagedTensor::into_read_only`]).
     pub fn reclaim<P: Export>(self) -> Result<P, Self> {
         if self.restricted() {
             // Made read-only by this owner: others may still be reading the memory.
@@ -1360,13 +1457,11 @@ impl ManagedTensor {
 
     /// Takes the elements as a `Vec<T>` without a copy, if this tensor was exported by this
     /// workspace from a producer that owns them as one (a `Vec`, a `Box<[T]>`, an owned
-    /// standard-layout ndarray `Array`, ...); otherwise returns the tensor untouched.
+    /// standard-layout ndarray `Array`, ...).
     ///
     /// Unlike [`ManagedTensor::reclaim`], the caller need not know the producer's type: this is
-    /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The tensor must
-    /// be a CPU tensor of `T` in compact row-major order with `byte_offset` 0; the producer
-    /// checks the rest (that the tensor starts at its `Vec`'s first element:
-    /// [`Export::give_vec`]), and the `Vec` is cut to the tensor's elements.
+    /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The `Vec` is
+    /// cut to the tensor's elements.
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -1379,6 +1474,13 @@ impl ManagedTensor {
     /// assert_eq!(v.as_ptr(), address);
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// The tensor itself, untouched, unless it is a CPU tensor of `T` in compact row-major order
+    /// with `byte_offset` 0 whose producer gives its `Vec` up (it checks the rest: that the
+    /// tensor starts at its `Vec`'s first element, [`Export::give_vec`]); also when it was made
+    /// read-only by [`ManagedTensor::into_read_only`].
     pub fn into_vec<T: Element>(mut self) -> Result<Vec<T>, Self> {
         if self.dtype() != T::DTYPE
             || self.device() != Device::CPU
@@ -1554,6 +1656,11 @@ impl<'a> BorrowedTensor<'a> {
     /// Validates a lent tensor. `version` is the DLPack version its producer follows (it decides
     /// whether NULL strides are allowed) and `flags` what the lender says about it (READ_ONLY).
     ///
+    /// # Errors
+    ///
+    /// The error of the first check the tensor fails, as for [`ManagedTensor::from_raw`] (less
+    /// [`Error::IncompatibleVersion`]: `version` is taken as given). Nothing is deleted.
+    ///
     /// # Safety
     ///
     /// `tensor`'s fields, arrays and data satisfy [`ManagedTensor::from_raw`]'s conditions for
@@ -1568,6 +1675,10 @@ impl<'a> BorrowedTensor<'a> {
     }
 
     /// A typed mutable view (see [`ManagedTensor::view_mut`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`ManagedTensor::view_mut`], the lent `DLTensor` standing for the struct.
     pub fn view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
         let header = byte_range(self.checked.tensor);
         self.checked.view_mut(header)
@@ -1575,6 +1686,10 @@ impl<'a> BorrowedTensor<'a> {
 
     /// Checks what writing the elements in place needs (see
     /// [`ManagedTensor::check_writable`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`ManagedTensor::check_writable`], the lent `DLTensor` standing for the struct.
     pub fn check_writable(&self) -> Result<(), Error> {
         self.checked.check_writable(byte_range(self.checked.tensor))
     }

@@ -108,9 +108,8 @@ impl Iterator for Offsets<'_> {
 
 impl ExactSizeIterator for Offsets<'_> {}
 
-/// An empty `Vec` with room for exactly `len` elements, or [`Error::OutOfMemory`] where
-/// `Vec::with_capacity` would panic or abort: for copies whose size a foreign tensor decides (a
-/// broadcast tensor describes far more elements than its memory holds).
+/// An empty `Vec` with room for exactly `len` elements, for copies whose size a foreign tensor
+/// decides (a broadcast tensor describes far more elements than its memory holds).
 ///
 /// ```
 /// use dlpack_core::{try_vec_with_capacity, Error};
@@ -122,6 +121,11 @@ impl ExactSizeIterator for Offsets<'_> {}
 /// );
 /// # Ok::<(), Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::OutOfMemory`] where `Vec::with_capacity` would panic or abort: the size overflows
+/// or the allocation fails.
 pub fn try_vec_with_capacity<T>(len: usize) -> Result<Vec<T>, Error> {
     let mut out = Vec::new();
     out.try_reserve_exact(len).map_err(|_| Error::OutOfMemory {
@@ -292,15 +296,21 @@ macro_rules! shared_methods {
             self.raw.collect_vec()
         }
 
-        /// [`Self::to_vec`], with [`Error::OutOfMemory`] when the elements do not fit in
-        /// memory instead of a panic or an abort.
+        /// [`Self::to_vec`], with an error instead of a panic or an abort.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::OutOfMemory`] when the elements do not fit in memory.
         pub fn try_to_vec(&self) -> Result<Vec<T>, Error> {
             self.raw.try_collect_vec()
         }
 
-        /// Copies the elements, row-major, into `dst`, which must hold exactly `len()` of them
-        /// ([`Error::ShapeMismatch`] otherwise). The same gather as [`Self::to_vec`], into a
-        /// buffer the caller already has.
+        /// Copies the elements, row-major, into `dst`, which must hold exactly `len()` of them.
+        /// The same gather as [`Self::to_vec`], into a buffer the caller already has.
+        ///
+        /// # Errors
+        ///
+        /// [`Error::ShapeMismatch`] when `dst.len()` is not `len()`; nothing is written then.
         pub fn copy_to_slice(&self, dst: &mut [T]) -> Result<(), Error> {
             self.raw.copy_to_slice(dst)
         }
@@ -564,6 +574,10 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
     }
 
     /// Writes `values` (row-major, `len()` of them) into the view's elements.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShapeMismatch`] when `values.len()` is not `len()`; nothing is written then.
     pub fn copy_from_slice(&mut self, values: &[T]) -> Result<(), Error> {
         if values.len() != self.raw.len {
             // `found` is the tensor's, as in `copy_to_slice` (Error::ShapeMismatch).
@@ -598,8 +612,7 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
         }
     }
 
-    /// The elements as one mutable slice for the rest of the view's lifetime, if they are
-    /// row-major contiguous; otherwise the view comes back.
+    /// The elements as one mutable slice for the rest of the view's lifetime.
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -613,6 +626,10 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
     /// assert_eq!(t.to_vec::<f32>()?, [1.0, 5.0]);
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
+    ///
+    /// # Errors
+    ///
+    /// The view itself, when its elements are not row-major contiguous.
     pub fn into_slice_mut(self) -> Result<&'a mut [T], Self> {
         if self.raw.len == 0 {
             return Ok(&mut []);

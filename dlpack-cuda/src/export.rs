@@ -317,6 +317,11 @@ unsafe impl<T: Send> Send for PinnedBuffer<T> {}
 
 impl<T: Element + DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
     /// Wraps a pinned slice, after waiting for cudarc's pending work on it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the wait fails (`cuEventSynchronize`) or cudarc gives a NULL host
+    /// pointer.
     pub fn new(slice: PinnedHostSlice<T>) -> Result<Self, Error> {
         let len = slice.len();
         HostMemory::with_len(slice, len).map(|memory| PinnedBuffer { memory })
@@ -396,6 +401,10 @@ unsafe impl<T: Send> Send for ManagedBuffer<T> {}
 
 impl<T: Element + DeviceRepr + ValidAsZeroBits> ManagedBuffer<T> {
     /// Wraps a managed slice, after waiting for cudarc's pending work on it.
+    ///
+    /// # Errors
+    ///
+    /// As for [`PinnedBuffer::new`].
     pub fn new(slice: UnifiedSlice<T>) -> Result<Self, Error> {
         let len = slice.len();
         HostMemory::with_len(slice, len).map(|memory| ManagedBuffer { memory })
@@ -610,6 +619,11 @@ pub struct CudaTensor<B> {
 
 impl<B: Buffer> CudaTensor<B> {
     /// A compact row-major tensor of `shape` over the start of `buffer`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Overflow`] for a size that does not fit `i64`. (A shape that does not fit the
+    /// buffer is refused at export: [`Error::SpanOutsideAllocation`].)
     pub fn new(buffer: B, shape: &[usize]) -> Result<Self, Error> {
         Ok(CudaTensor {
             buffer,
@@ -620,7 +634,13 @@ impl<B: Buffer> CudaTensor<B> {
     }
 
     /// A tensor of `shape` with `strides` (in elements) whose first element is element `offset`
-    /// of `buffer`. Export refuses a layout that reaches outside the buffer.
+    /// of `buffer`. Export refuses a layout that reaches outside the buffer
+    /// ([`Error::SpanOutsideAllocation`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NdimMismatch`] when `strides` and `shape` differ in length, [`Error::Overflow`]
+    /// for a size that does not fit `i64` or an offset whose byte count does not fit `u64`.
     pub fn strided(
         buffer: B,
         shape: &[usize],

@@ -285,24 +285,36 @@ pub struct CudaHooks {
 }
 
 impl CudaHooks {
-    /// Hooks whose work on `stream`'s device runs on `stream`. Fails if the driver cannot be
-    /// loaded, or if `stream` is the per-thread default stream ([`CudaHooks::with_stream`]).
+    /// Hooks whose work on `stream`'s device runs on `stream`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if the CUDA driver cannot be loaded ([`crate::load_driver`]), or if
+    /// `stream` is the per-thread default stream ([`CudaHooks::with_stream`]).
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, Error> {
         Self::on_default_streams()?.with_stream(stream)
     }
 
     /// Hooks on no stream of their own: every device uses the legacy default stream of its
-    /// primary context. Fails if the CUDA driver cannot be loaded.
+    /// primary context.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if the CUDA driver cannot be loaded ([`crate::load_driver`]).
     pub fn on_default_streams() -> Result<Self, Error> {
         Ok(CudaHooks {
             logic: HookLogic::new(cuda_driver()?),
         })
     }
 
-    /// Adds the stream of another device. Fails if a stream of that device is already set, or
-    /// if it is the per-thread default stream (cudarc's `per_thread_stream()`): the driver
-    /// reads that handle as the calling thread's own stream, and hooks run on whichever thread
-    /// exports, imports or deletes a tensor.
+    /// Adds the stream of another device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if a stream of that device is already set, or if `stream` is the
+    /// per-thread default stream (cudarc's `per_thread_stream()`): the driver reads that handle
+    /// as the calling thread's own stream, and hooks run on whichever thread exports, imports or
+    /// deletes a tensor. The hooks are dropped then.
     pub fn with_stream(mut self, stream: Arc<CudaStream>) -> Result<Self, Error> {
         self.logic.add_stream(stream)?;
         Ok(self)
@@ -316,6 +328,11 @@ impl CudaHooks {
     /// The `stream=` argument to pass to a producer's `__dlpack__` when this side imports a
     /// tensor on `device`: the configured stream's handle, or `1` for the legacy default
     /// stream (also when none is configured).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Overflow`] if the configured stream's handle does not fit the `i64` of a Python
+    /// `int` stream argument.
     pub fn consumer_stream(&self, device: Device) -> Result<i64, Error> {
         self.logic.consumer_stream(device)
     }

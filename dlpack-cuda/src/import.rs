@@ -50,8 +50,13 @@ pub struct CudaImport {
 
 impl CudaImport {
     /// Checks `tensor`'s device claim with `hooks` (normally [`CudaHooks`](crate::CudaHooks)).
-    /// Fails with [`Error::NoHook`] for a tensor that is not on a CUDA device type, and with
-    /// the errors of [`ManagedTensor::verify_device`] for a false claim; the tensor is deleted
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoHook`] for a tensor that is not on a CUDA device type, and the errors of
+    /// [`ManagedTensor::verify_device`] for a claim the driver does not confirm
+    /// ([`Error::MemoryKindMismatch`], [`Error::DeviceMismatch`],
+    /// [`Error::SpanOutsideAllocation`], [`Error::UnknownPointer`], ...). The tensor is deleted
     /// then.
     pub fn new(mut tensor: ManagedTensor, hooks: &dyn DeviceHooks) -> Result<Self, Error> {
         let device = tensor.device();
@@ -89,6 +94,12 @@ impl CudaImport {
     /// Copies the elements into a new row-major host `Vec`: device memory through
     /// `hooks.copy_to_host` (one copy of the reachable span, then a host gather), pinned and
     /// managed memory read in place after `hooks.wait_host`.
+    ///
+    /// # Errors
+    ///
+    /// Those of `hooks.wait_host` for pinned and managed memory ([`Error::Runtime`]), and those
+    /// of [`CheckedTensor::to_host_vec`] ([`Error::DataTypeMismatch`], [`Error::OutOfMemory`],
+    /// the hook's [`Error::Runtime`] or [`Error::CopyInFlight`], ...).
     pub fn to_host_vec<T: Element>(&self, hooks: &dyn DeviceHooks) -> Result<Vec<T>, Error> {
         if self.tensor.is_host_accessible() && !self.tensor.is_empty() {
             hooks.wait_host(self.device())?;
@@ -97,7 +108,13 @@ impl CudaImport {
     }
 
     /// A host view of pinned or managed memory, after `hooks.wait_host`, so that pending GPU
-    /// writes are complete. Device memory is [`Error::NotHostAccessible`].
+    /// writes are complete.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHostAccessible`] for device memory, those of `hooks.wait_host`
+    /// ([`Error::Runtime`]), and those of [`CheckedTensor::view`] ([`Error::DataTypeMismatch`],
+    /// [`Error::Misaligned`], ...).
     pub fn host_view<T: Element>(
         &self,
         hooks: &dyn DeviceHooks,
@@ -117,12 +134,18 @@ impl CudaImport {
     ///
     /// A compact layout (row-major, or any permutation of it such as a transpose, negative
     /// strides included) takes one copy; a layout with gaps (a slice of a larger tensor) takes
-    /// one copy per contiguous run, so the bytes between elements are never written. Refused:
-    /// read-only tensors ([`Error::ReadOnly`]), layouts where two indices share an element
-    /// ([`Error::OverlappingStrides`]), elements lying in the tensor's own struct, shape or
-    /// strides ([`Error::DataOverlapsDescription`]: pinned or managed memory is at host
-    /// addresses), another dtype, and a `values` length other than the tensor's
-    /// ([`Error::ShapeMismatch`]).
+    /// one copy per contiguous run, so the bytes between elements are never written.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DataTypeMismatch`] for another dtype, [`Error::NoHook`] if `hooks` does not
+    /// handle the tensor's device type, [`Error::ReadOnly`] for a read-only tensor,
+    /// [`Error::OverlappingStrides`] for a layout where two indices share an element,
+    /// [`Error::DataOverlapsDescription`] for elements lying in the tensor's own struct, shape or
+    /// strides (pinned or managed memory is at host addresses), [`Error::ShapeMismatch`] for a
+    /// `values` length other than the tensor's, [`Error::Misaligned`] for a first element not
+    /// aligned for `T`, and the errors of `hooks.copy_from_host` ([`Error::Runtime`]). When a
+    /// copy of a layout with gaps fails, the runs before it have been written.
     pub fn copy_from_host<T: Element>(
         &mut self,
         hooks: &dyn DeviceHooks,
@@ -132,6 +155,12 @@ impl CudaImport {
     }
 
     /// A typed view of the tensor's device memory: addresses, shape and strides, for kernels.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DataTypeMismatch`] if `T`'s dtype is not the tensor's, [`Error::Misaligned`] if
+    /// the first element is not aligned for `T`, [`Error::Overflow`] if `data + byte_offset`
+    /// overflows (which validation leaves possible only for a tensor without elements).
     pub fn device_view<T: Element>(&self) -> Result<DeviceView<'_, T>, Error> {
         let tensor: &CheckedTensor = &self.tensor;
         check_dtype::<T>(tensor)?;
@@ -210,19 +239,21 @@ impl<'a, T: Element> DeviceView<'a, T> {
     /// [`ForeignSlice::first_index`]. Use it with cudarc's copies and kernel launches (as
     /// `&CudaSlice<T>`); it borrows the import, so it cannot outlive the memory.
     ///
-    /// `stream` must belong to the memory's device for device memory
-    /// ([`Error::DeviceMismatch`] otherwise). Managed memory works on any device; pinned memory
-    /// is used at its host address, which is also its device address under the unified
-    /// addressing of every 64-bit platform CUDA supports.
+    /// `stream` must belong to the memory's device for device memory. Managed memory works on
+    /// any device; pinned memory is used at its host address, which is also its device address
+    /// under the unified addressing of every 64-bit platform CUDA supports.
     ///
     /// The slice covers the whole span, the bytes between a strided tensor's elements included,
-    /// which cudarc lets safe code read as `T`s: for an element type with invalid bit patterns
-    /// (`bool`), a tensor that is not compact row-major is refused (an [`Error::Protocol`] of
-    /// kind `BufferError`); take it as `u8` instead.
+    /// which cudarc lets safe code read as `T`s. If cudarc's event tracking is on, making the
+    /// slice creates two events.
     ///
-    /// If cudarc's event tracking is on, making the slice creates two events; a context in which
-    /// cudarc has recorded an error, or that cannot create events, is an error here (cudarc
-    /// itself would panic).
+    /// # Errors
+    ///
+    /// [`Error::DeviceMismatch`] for device memory of another device than `stream`'s. An
+    /// [`Error::Protocol`] of kind `BufferError` for an element type with invalid bit patterns
+    /// (`bool`) and a tensor that is not compact row-major: take it as `u8` instead.
+    /// [`Error::Runtime`] when event tracking is on and the context cannot create events, or
+    /// holds an error cudarc recorded earlier (cudarc itself would panic).
     pub fn cudarc_slice(&self, stream: &Arc<CudaStream>) -> Result<ForeignSlice<'a, T>, Error> {
         let ordinal = stream.context().ordinal() as i32;
         let device = self.device();

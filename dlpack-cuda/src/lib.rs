@@ -160,15 +160,18 @@ pub use import::{CudaImport, DeviceView, ForeignSlice};
 /// Loads the CUDA driver if it is not loaded yet: opens libcuda, checks every symbol this crate
 /// needs, and calls `cuInit`. The result is cached for the process.
 ///
-/// Fails with [`Error::Runtime`] (runtime `"CUDA driver"`) when libcuda cannot be opened (the
-/// message lists the file names searched), lacks a symbol, or `cuInit` fails (no device, say).
-///
 /// ```
 /// match dlpack_cuda::load_driver() {
 ///     Ok(()) => println!("CUDA driver loaded"),
 ///     Err(e) => println!("no CUDA here: {e}"),
 /// }
 /// ```
+///
+/// # Errors
+///
+/// [`Error::Runtime`] (runtime `"CUDA driver"`) when libcuda cannot be opened (the message lists
+/// the file names searched), lacks a symbol, or `cuInit` fails (no device, say). The same error
+/// is returned on every later call.
 pub fn load_driver() -> Result<(), Error> {
     driver::cuda_driver().map(|_| ())
 }
@@ -177,15 +180,17 @@ pub fn load_driver() -> Result<(), Error> {
 /// the calling thread (as `CudaContext::new` does); the guarded replacement for cudarc's
 /// `CudaContext::new`, which panics when libcuda is missing.
 ///
-/// Fails with [`Error::Runtime`] when the driver cannot be loaded ([`load_driver`]) or the
-/// device cannot be opened (an ordinal beyond the device count, say).
-///
 /// ```
 /// match dlpack_cuda::open_device(0) {
 ///     Ok(context) => assert_eq!(context.ordinal(), 0),
 ///     Err(e) => assert!(e.to_string().starts_with("CUDA driver: ")),
 /// }
 /// ```
+///
+/// # Errors
+///
+/// [`Error::Runtime`] when the driver cannot be loaded ([`load_driver`]), or the device cannot
+/// be opened (an ordinal beyond the device count, say) or made current.
 pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, Error> {
     let context = driver::cuda_driver()?.context(ordinal)?;
     // Some cudarc calls (`alloc_unified`, say) use the thread's current context without making

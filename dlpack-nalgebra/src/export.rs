@@ -298,6 +298,12 @@ unsafe impl<T: Element, const R: usize, const C: usize> Export for SMatrixProduc
 /// assert_eq!(t.view::<f64>()?.get(&[0, 1]), Some(&2.0));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// None for the matrices of this crate's [`OwnedMatrix`] impls, whose layouts always pass
+/// [`ManagedTensor::export`]'s checks; the `Result` carries that function's errors for a
+/// producer of an [`OwnedMatrix`] implemented elsewhere.
 pub fn export<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Error> {
     ManagedTensor::export(matrix.into_producer())
 }
@@ -314,6 +320,10 @@ pub fn export<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Error> {
 /// assert_eq!(t.view::<i32>()?.get(&[1, 2]), Some(&11));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// None in practice: the copy is a `DMatrix` or `DVector`, which [`export`] always accepts.
 pub fn export_copy<T, R, C, S>(matrix: &Matrix<T, R, C, S>) -> Result<ManagedTensor, Error>
 where
     T: Element + Scalar,
@@ -396,6 +406,11 @@ unsafe impl<T: Element> Export for ViewProducer<T> {
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 ///
+/// # Errors
+///
+/// None in practice: the layout of a nalgebra view always passes [`ManagedTensor::export`]'s
+/// checks.
+///
 /// # Safety
 ///
 /// A tensor has no lifetime, so the borrow checker no longer sees the view once it is exported.
@@ -439,6 +454,10 @@ where
 /// assert_eq!(m.column(1).as_slice(), &[1.0, 2.0, 3.0]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// As for [`export_view`]: none in practice.
 ///
 /// # Safety
 ///

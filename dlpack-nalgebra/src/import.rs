@@ -205,10 +205,7 @@ unsafe fn matrix_view_parts<'a, T: Scalar>(
 /// strides, row stride 1).
 ///
 /// Accepts row stride 1 and any column stride >= 0 (column-major data, column steps, column
-/// broadcasting). A row-major tensor, row steps, row broadcasting and negative strides are
-/// refused with [`Error::UnsupportedLayout`] (see the [module docs](self) for why and for the
-/// alternatives), a tensor that is neither 1-d nor 2-d with [`Error::NdimMismatch`]. A 1-d
-/// tensor is a column (`n x 1`).
+/// broadcasting). A 1-d tensor is a column (`n x 1`).
 ///
 /// ```
 /// use dlpack_core::ManagedTensor;
@@ -221,6 +218,12 @@ unsafe fn matrix_view_parts<'a, T: Scalar>(
 /// assert_eq!(view * DVector::from_element(2, 1.0), DVector::from_vec(vec![10.0, 12.0, 14.0]));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::UnsupportedLayout`] for a row-major tensor, row steps, row broadcasting and negative
+/// strides (see the [module docs](self) for why and for the alternatives),
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d.
 pub fn dmatrix_view<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DMatrixView<'_, T>, Error> {
@@ -259,6 +262,11 @@ pub fn dmatrix_view<T: Element + Scalar>(
 /// assert_eq!(t[(2, 1)], 12.0); // element [1, 2] of the tensor
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::UnsupportedLayout`] for a column stride other than 1 and for negative strides,
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d.
 pub fn dmatrix_view_transposed<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DMatrixView<'_, T>, Error> {
@@ -304,6 +312,10 @@ unsafe fn matrix_view_mut_parts<'a, T: Scalar>(
 /// assert_eq!(tensor.view::<i64>()?.get(&[1, 0]), Some(&7));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// As for [`dmatrix_view`].
 pub fn dmatrix_view_mut<T: Element + Scalar>(
     mut view: TensorViewMut<'_, T>,
 ) -> Result<DMatrixViewMut<'_, T>, Error> {
@@ -317,6 +329,10 @@ pub fn dmatrix_view_mut<T: Element + Scalar>(
 
 /// A zero-copy mutable view of the transpose of a 2-d tensor: the mutable
 /// [`dmatrix_view_transposed`], for row-major tensors. Writes land in the tensor's memory.
+///
+/// # Errors
+///
+/// As for [`dmatrix_view_transposed`].
 pub fn dmatrix_view_transposed_mut<T: Element + Scalar>(
     mut view: TensorViewMut<'_, T>,
 ) -> Result<DMatrixViewMut<'_, T>, Error> {
@@ -330,15 +346,17 @@ pub fn dmatrix_view_transposed_mut<T: Element + Scalar>(
 
 /// A zero-copy read-only view of a 1-d tensor as a `DVectorView` (stride 1).
 ///
-/// Refuses strides other than 1 ([`Error::UnsupportedLayout`]; see the [module docs](self)) and
-/// tensors that are not 1-d ([`Error::NdimMismatch`]).
-///
 /// ```
 /// let tensor = dlpack_core::ManagedTensor::export(vec![1.0f64, 2.0, 3.0])?;
 /// let v = dlpack_nalgebra::dvector_view(tensor.view::<f64>()?)?;
 /// assert_eq!(v.norm_squared(), 14.0);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::UnsupportedLayout`] for a stride other than 1 (see the [module docs](self)),
+/// [`Error::NdimMismatch`] for a tensor that is not 1-d.
 pub fn dvector_view<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DVectorView<'_, T>, Error> {
@@ -358,6 +376,10 @@ pub fn dvector_view<T: Element + Scalar>(
 
 /// A zero-copy mutable view of a 1-d tensor as a `DVectorViewMut`: the mutable
 /// [`dvector_view`].
+///
+/// # Errors
+///
+/// As for [`dvector_view`].
 pub fn dvector_view_mut<T: Element + Scalar>(
     mut view: TensorViewMut<'_, T>,
 ) -> Result<DVectorViewMut<'_, T>, Error> {
@@ -444,8 +466,7 @@ cow!(
 );
 
 /// [`dmatrix_view`], with the caller's choice for layouts it refuses: [`Fallback::Fail`] (the
-/// default) returns its error, [`Fallback::Copy`] copies (as [`to_dmatrix`]). Errors that have
-/// nothing to do with the layout (ndim) are returned either way.
+/// default) returns its error, [`Fallback::Copy`] copies (as [`to_dmatrix`]).
 ///
 /// Mutable views have no such choice: writes to a copy would be silently lost, so
 /// [`dmatrix_view_mut`] always fails instead.
@@ -476,6 +497,12 @@ cow!(
 /// assert_eq!(m.into_owned().as_slice(), &[3, 2, 1]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, whatever the fallback.
+/// With [`Fallback::Fail`], [`Error::UnsupportedLayout`] for a layout [`dmatrix_view`] refuses;
+/// with [`Fallback::Copy`], [`Error::OutOfMemory`] when the copy does not fit in memory.
 pub fn dmatrix_cow<T: Element + Scalar>(
     view: TensorView<'_, T>,
     fallback: Fallback,
@@ -491,6 +518,12 @@ pub fn dmatrix_cow<T: Element + Scalar>(
 
 /// [`dvector_view`], with the caller's choice for strides it refuses, as [`dmatrix_cow`]:
 /// [`Fallback::Fail`] (the default) returns the error, [`Fallback::Copy`] copies.
+///
+/// # Errors
+///
+/// [`Error::NdimMismatch`] for a tensor that is not 1-d, whatever the fallback. With
+/// [`Fallback::Fail`], [`Error::UnsupportedLayout`] for a stride other than 1; with
+/// [`Fallback::Copy`], [`Error::OutOfMemory`] when the copy does not fit in memory.
 pub fn dvector_cow<T: Element + Scalar>(
     view: TensorView<'_, T>,
     fallback: Fallback,
@@ -505,8 +538,7 @@ pub fn dvector_cow<T: Element + Scalar>(
 }
 
 /// A zero-copy read-only view of a 1-d or 2-d tensor with its own strides, whatever they are
-/// (except negative, [`Error::UnsupportedLayout`]): a row-major tensor becomes a view with strides
-/// `(ncols, 1)`.
+/// unless negative: a row-major tensor becomes a view with strides `(ncols, 1)`.
 ///
 /// ```
 /// # use dlpack_core::{Export, ExportDesc, ManagedTensor};
@@ -528,6 +560,11 @@ pub fn dvector_cow<T: Element + Scalar>(
 /// assert_eq!(m[(1, 2)], 12.0);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::UnsupportedLayout`] for a negative stride, [`Error::NdimMismatch`] for a tensor that
+/// is neither 1-d nor 2-d.
 ///
 /// # Safety
 ///
@@ -560,6 +597,10 @@ pub unsafe fn dmatrix_view_strided<T: Element + Scalar>(
 /// A zero-copy mutable view of a 1-d or 2-d tensor with its own strides (except negative ones):
 /// the mutable [`dmatrix_view_strided`]. Writes land in the tensor's memory.
 ///
+/// # Errors
+///
+/// As for [`dmatrix_view_strided`].
+///
 /// # Safety
 ///
 /// As for [`dmatrix_view_strided`]: unless the view's row stride is 1, the caller must not apply
@@ -584,8 +625,13 @@ pub unsafe fn dmatrix_view_strided_mut<T: Element + Scalar>(
     Ok(Matrix::from_data(storage))
 }
 
-/// A zero-copy read-only view of a 1-d tensor with its own stride, whatever it is (except
-/// negative, [`Error::UnsupportedLayout`]).
+/// A zero-copy read-only view of a 1-d tensor with its own stride, whatever it is unless
+/// negative.
+///
+/// # Errors
+///
+/// [`Error::UnsupportedLayout`] for a negative stride, [`Error::NdimMismatch`] for a tensor that
+/// is not 1-d.
 ///
 /// # Safety
 ///
@@ -607,6 +653,10 @@ pub unsafe fn dvector_view_strided<T: Element + Scalar>(
 
 /// A zero-copy mutable view of a 1-d tensor with its own stride (except negative): the mutable
 /// [`dvector_view_strided`].
+///
+/// # Errors
+///
+/// As for [`dvector_view_strided`].
 ///
 /// # Safety
 ///
@@ -632,6 +682,12 @@ pub unsafe fn dvector_view_strided_mut<T: Element + Scalar>(
 /// assert_eq!(m.shape(), (3, 1));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, [`Error::OutOfMemory`]
+/// when the copy does not fit in memory (a broadcast tensor can describe far more elements than
+/// its memory holds).
 pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatrix<T>, Error> {
     let layout = Layout::matrix(view.shape(), view.strides())?;
     let (nrows, ncols) = (layout.nrows, layout.ncols);
@@ -661,6 +717,11 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
 }
 
 /// Copies a 1-d tensor of any stride (negative and zero included) into a new `DVector`.
+///
+/// # Errors
+///
+/// [`Error::NdimMismatch`] for a tensor that is not 1-d, [`Error::OutOfMemory`] when the copy
+/// does not fit in memory.
 pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVector<T>, Error> {
     Layout::vector(view.shape(), view.strides())?;
     Ok(DVector::from_vec(view.try_to_vec()?))
@@ -675,11 +736,6 @@ pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVecto
 ///    layout ndarray `Array`, ...) gives that `Vec`;
 /// 4. anything else is copied ([`to_dmatrix`]).
 ///
-/// The tensor is consumed: on error it is dropped, so its deleter has run. Errors are those of
-/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view) (dtype, device, alignment),
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, and
-/// [`Error::OutOfMemory`] when a copy does not fit in memory (a broadcast tensor).
-///
 /// ```
 /// use nalgebra::DMatrix;
 ///
@@ -693,6 +749,13 @@ pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVecto
 /// assert_eq!(back.as_ptr(), data); // reclaimed, not copied
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, those of
+/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view) (dtype, device, alignment), and
+/// [`Error::OutOfMemory`] when a copy does not fit in memory (a broadcast tensor). The tensor is
+/// consumed: on error it is dropped, so its deleter has run.
 pub fn into_dmatrix<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DMatrix<T>, Error> {
     let tensor = match tensor.reclaim::<DMatrixProducer<T>>() {
         Ok(producer) => return Ok(producer.into_inner()),
@@ -722,10 +785,6 @@ pub fn into_dmatrix<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DMatri
 /// from a `DVector<T>` gives it back; a producer that owns its elements as a `Vec<T>` gives that
 /// ([`ManagedTensor::into_vec`]); anything else is copied ([`to_dvector`]).
 ///
-/// The tensor is consumed (dropped on error). A tensor that is not 1-d is
-/// [`Error::NdimMismatch`], a copy that does not fit in memory [`Error::OutOfMemory`]; other
-/// errors are those of [`CheckedTensor::view`](dlpack_core::CheckedTensor::view).
-///
 /// ```
 /// let v = vec![1.0f64, 2.0];
 /// let data = v.as_ptr();
@@ -734,6 +793,12 @@ pub fn into_dmatrix<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DMatri
 /// assert_eq!(vector.as_ptr(), data); // the Vec's buffer, not a copy
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::NdimMismatch`] for a tensor that is not 1-d, those of
+/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view), and [`Error::OutOfMemory`] when a
+/// copy does not fit in memory. The tensor is consumed (dropped on error).
 pub fn into_dvector<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DVector<T>, Error> {
     let tensor = match tensor.reclaim::<DVectorProducer<T>>() {
         Ok(producer) => return Ok(producer.into_inner()),
@@ -748,8 +813,7 @@ pub fn into_dvector<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DVecto
 }
 
 /// Turns a tensor into an `SMatrix<T, R, C>`: a tensor exported from one gives it back without a
-/// copy; anything else of shape `[R, C]` (or `[R]` when `C` is 1) is copied. Another shape is
-/// [`Error::ShapeMismatch`]; other errors are those of [`into_dmatrix`].
+/// copy; anything else of shape `[R, C]` (or `[R]` when `C` is 1) is copied.
 ///
 /// ```
 /// use nalgebra::Matrix2x3;
@@ -760,6 +824,10 @@ pub fn into_dvector<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DVecto
 /// assert_eq!(back, m);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`Error::ShapeMismatch`] for another shape; otherwise as for [`into_dmatrix`].
 pub fn into_smatrix<T: Element + Scalar, const R: usize, const C: usize>(
     tensor: ManagedTensor,
 ) -> Result<SMatrix<T, R, C>, Error> {

@@ -347,8 +347,10 @@ pub trait IntoDLPack {
     /// Moves `self` into a new versioned managed tensor: one allocation for the header, shape
     /// and strides, none for the data.
     ///
-    /// Fails only for arrays DLPack cannot describe (more than [`dlpack_core::MAX_NDIM`]
-    /// dimensions); the array is dropped then.
+    /// # Errors
+    ///
+    /// Only for arrays DLPack cannot describe: [`Error::BadNdim`] for more than
+    /// [`dlpack_core::MAX_NDIM`] dimensions. The array is dropped then.
     fn into_dlpack(self) -> Result<ManagedTensor, Error>;
 }
 
@@ -383,6 +385,12 @@ impl<T: Element, D: Dimension + 'static> IntoDLPack for ArcArray<T, D> {
 /// ```
 pub trait ToDLPack {
     /// Copies the elements into a new managed tensor of the same shape.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`] when the copy does not fit in memory (a broadcast view can stand
+    /// for far more elements than its memory holds), [`Error::BadNdim`] for more than
+    /// [`dlpack_core::MAX_NDIM`] dimensions.
     fn to_dlpack(&self) -> Result<ManagedTensor, Error>;
 }
 
@@ -427,6 +435,11 @@ impl<T: Element, S: Data<Elem = T>, D: Dimension + 'static> ToDLPack for ArrayBa
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 ///
+/// # Errors
+///
+/// Only for views DLPack cannot describe: [`Error::BadNdim`] for more than
+/// [`dlpack_core::MAX_NDIM`] dimensions.
+///
 /// # Safety
 ///
 /// Until the tensor's deleter has run (the returned [`ManagedTensor`] is dropped, or whoever
@@ -465,6 +478,10 @@ pub unsafe fn export_view<T: Element, D: Dimension + 'static>(
 /// assert_eq!(a, array![7, 8, 9]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// As for [`export_view`].
 ///
 /// # Safety
 ///

@@ -252,18 +252,25 @@ fn array_view_mut<'a, T: Element, D: Dimension>(
 pub trait AsArray {
     /// A read-only view of the tensor's memory, without a copy.
     ///
-    /// Fails with [`Error::NdimMismatch`] if `D` is a fixed dimensionality other than the
-    /// tensor's, and with everything [`CheckedTensor::view`] checks: the dtype must be `T`'s
-    /// ([`Error::DataTypeMismatch`]), the host must be able to read the memory
-    /// ([`Error::NotHostAccessible`]), the first element must be aligned ([`Error::Misaligned`]).
     /// Negative strides give an ndarray view with negative strides over the same memory; zero
     /// strides (broadcast) a view with zero strides.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NdimMismatch`] if `D` is a fixed dimensionality other than the tensor's;
+    /// everything [`CheckedTensor::view`] checks: [`Error::DataTypeMismatch`] if the dtype is not
+    /// `T`'s, [`Error::NotHostAccessible`] if the host cannot read the memory,
+    /// [`Error::Misaligned`] if the first element is not aligned (and, for `bool`, the values);
+    /// [`Error::Overflow`] for a shape of more than `isize::MAX` elements along its non-empty
+    /// axes, which ndarray cannot index (a broadcast tensor can describe that many).
     fn as_array_view<T: Element, D: Dimension>(&self) -> Result<ArrayView<'_, T, D>, Error>;
 
     /// Copies the elements into a new standard-layout (C order) array.
     ///
-    /// Fails as [`AsArray::as_array_view`] does, and with [`Error::OutOfMemory`] when the copy
-    /// does not fit in memory (a broadcast tensor can describe far more elements than it holds).
+    /// # Errors
+    ///
+    /// As for [`AsArray::as_array_view`], and [`Error::OutOfMemory`] when the copy does not fit
+    /// in memory (a broadcast tensor can describe far more elements than it holds).
     fn to_array<T: Element, D: Dimension>(&self) -> Result<Array<T, D>, Error>;
 }
 
@@ -298,10 +305,12 @@ impl AsArray for CheckedTensor {
 pub trait AsArrayMut {
     /// A mutable view of the tensor's memory, without a copy.
     ///
-    /// Fails as [`AsArray::as_array_view`] does, and also for read-only tensors
-    /// ([`Error::ReadOnly`]), for strides under which two indices reach the same element
-    /// ([`Error::OverlappingStrides`]: a broadcast tensor, say) and for data that overlaps the
-    /// tensor's own struct, shape or strides ([`Error::DataOverlapsDescription`]).
+    /// # Errors
+    ///
+    /// As for [`AsArray::as_array_view`], and [`Error::ReadOnly`] for a read-only tensor,
+    /// [`Error::OverlappingStrides`] for strides under which two indices reach the same element
+    /// (a broadcast tensor, say), [`Error::DataOverlapsDescription`] for data that overlaps the
+    /// tensor's own struct, shape or strides.
     fn as_array_view_mut<T: Element, D: Dimension>(
         &mut self,
     ) -> Result<ArrayViewMut<'_, T, D>, Error>;
@@ -404,7 +413,9 @@ pub trait IntoArray {
     /// `Box<[T]>` export, an ndarray in standard layout) gives that `Vec` up
     /// ([`ManagedTensor::into_vec`]). Anything else is copied into a new standard-layout array.
     ///
-    /// Fails as [`AsArray::to_array`] does; the tensor is dropped then (its deleter runs).
+    /// # Errors
+    ///
+    /// As for [`AsArray::to_array`]; the tensor is dropped then (its deleter runs).
     ///
     /// [`ArcArray`]: ndarray::ArcArray
     /// [`ArcArray::into_owned`]: ndarray::ArrayBase::into_owned
@@ -494,9 +505,12 @@ unsafe impl<T: Element, D: Dimension> Sync for ImportedArray<T, D> {}
 impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
     /// Checks `tensor` as an array of `T` with dimensionality `D`, and keeps it.
     ///
-    /// Fails as [`AsArray::as_array_view`] does; the tensor is dropped then (its deleter runs).
     /// A tensor that cannot be written (read-only, or with overlapping strides) is accepted:
     /// [`ImportedArray::view_mut`] reports why.
+    ///
+    /// # Errors
+    ///
+    /// As for [`AsArray::as_array_view`]; the tensor is dropped then (its deleter runs).
     pub fn new(mut tensor: ManagedTensor) -> Result<Self, Error> {
         check_ndim::<D>(tensor.ndim())?;
         let (first, layout) = {
@@ -526,8 +540,12 @@ impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
         }
     }
 
-    /// A mutable view; fails with the reason the tensor cannot be written
-    /// ([`Error::ReadOnly`], [`Error::OverlappingStrides`], [`Error::DataOverlapsDescription`]).
+    /// A mutable view.
+    ///
+    /// # Errors
+    ///
+    /// The reason the tensor cannot be written, found by [`ImportedArray::new`]:
+    /// [`Error::ReadOnly`], [`Error::OverlappingStrides`] or [`Error::DataOverlapsDescription`].
     pub fn view_mut(&mut self) -> Result<ArrayViewMut<'_, T, D>, Error> {
         match &self.access {
             // SAFETY: the raw view was made from a core mutable view of `self.tensor` (writable,
@@ -549,6 +567,11 @@ impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
     }
 
     /// The elements as an owned array: without a copy when possible ([`IntoArray::into_array`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`] when a copy does not fit in memory: [`ImportedArray::new`] made
+    /// the other checks of [`IntoArray::into_array`] already. The tensor is dropped then.
     pub fn into_array(self) -> Result<Array<T, D>, Error> {
         self.tensor.into_array()
     }

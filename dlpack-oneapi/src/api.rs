@@ -115,8 +115,10 @@ impl LevelZero {
 
     /// Opens the system's loader ([`LevelZero::LOADER`]) and initialises it (`zeInit(0)`).
     ///
-    /// Fails when the loader is not installed (Debian: `apt-get install libze1`), lacks an
-    /// entry point of API 1.4, or finds no driver (`zeInit` returns
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the loader is not installed (Debian: `apt-get install libze1`),
+    /// lacks an entry point of API 1.4, or finds no driver (`zeInit` returns
     /// `ZE_RESULT_ERROR_UNINITIALIZED`).
     pub fn load() -> Result<Self, Error> {
         // SAFETY: `libze_loader.so.1` is the soname of the Level Zero loader, which every Level
@@ -127,6 +129,10 @@ impl LevelZero {
     }
 
     /// Opens a loader library and resolves its entry points, without initialising it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when the library cannot be opened or lacks an entry point of API 1.4.
     ///
     /// # Safety
     ///
@@ -148,6 +154,11 @@ impl LevelZero {
     }
 
     /// Initialises the loader and its drivers (`zeInit(0)`: every driver type). Idempotent.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `zeInit` fails (`ZE_RESULT_ERROR_UNINITIALIZED` when the loader
+    /// finds no driver).
     pub fn init(&self) -> Result<(), Error> {
         // SAFETY: zeInit takes flags by value and has no other precondition.
         check(unsafe { (self.api.zeInit)(0) }, "zeInit")
@@ -159,6 +170,10 @@ impl LevelZero {
     }
 
     /// The driver instances, in the loader's order (`zeDriverGet`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `zeDriverGet` fails or returns a NULL handle.
     pub fn drivers(&self) -> Result<Vec<crate::Driver>, Error> {
         let api = &self.api;
         // SAFETY: `enumerate` passes a valid count and a NULL or large enough array.
@@ -172,8 +187,12 @@ impl LevelZero {
     }
 
     /// The driver whose handle is `handle` (a SYCL platform's native Level Zero handle, say),
-    /// among [`LevelZero::drivers`]; an error naming the known handles when there is none, so
-    /// an unknown handle is never used.
+    /// among [`LevelZero::drivers`], so that an unknown handle is never used.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`], naming the known handles, when `handle` is none of them; and as for
+    /// [`LevelZero::drivers`].
     pub fn driver(&self, handle: sys::ze_driver_handle_t) -> Result<crate::Driver, Error> {
         let drivers = self.drivers()?;
         if let Some(driver) = drivers.iter().find(|d| d.raw() == handle) {

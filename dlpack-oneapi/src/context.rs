@@ -210,11 +210,22 @@ struct ContextInner {
 impl Context {
     /// A context over all devices of `driver`, numbered in the driver's order
     /// ([`DeviceNumbering::driver_order`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when a Level Zero call fails: creating the context, or listing the
+    /// devices of `driver` and of the drivers before it (whose GPUs SYCL numbers first).
     pub fn new(driver: &Driver) -> Result<Self, Error> {
         Self::with_numbering(driver, DeviceNumbering::driver_order())
     }
 
     /// A context over all devices of `driver`, numbered by `numbering`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Context::new`], and [`Error::Runtime`] for a numbering table that does not fit
+    /// the driver's root devices (a negative number, a sub-device or a device of another driver,
+    /// a device or a number given twice, ...).
     pub fn with_numbering(driver: &Driver, numbering: DeviceNumbering) -> Result<Self, Error> {
         let ze = driver.level_zero();
         let desc = sys::ze_context_desc_t {
@@ -243,6 +254,12 @@ impl Context {
     /// other runtime's memory (see the type docs). The context is not destroyed when the last
     /// clone is dropped; `driver` must be the driver it was made on (for SYCL: the platform's
     /// native driver handle, found with [`LevelZero::driver`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NullPointer`] for a NULL `handle`; [`Error::Runtime`] when listing the devices
+    /// fails or `numbering` does not fit them, as for [`Context::with_numbering`]. The handle is
+    /// not destroyed on failure.
     ///
     /// # Safety
     ///
@@ -342,6 +359,10 @@ impl Context {
     }
 
     /// The root device of `device`: itself for a root device, its root for a sub-device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if `device` is not a device (or sub-device) of this context's driver.
     pub fn root_device(&self, device: &ZeDevice) -> Result<ZeDevice, Error> {
         let root = self.inner.core.root_index(device)?;
         Ok(self.inner.core.roots[root].clone())
@@ -349,12 +370,22 @@ impl Context {
 
     /// The DLPack device `(kDLOneAPI, n)` of `device` under this context's numbering
     /// (a sub-device gets its root device's number).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if `device` is not a device of this context's driver, or its root
+    /// device has no number in this context's numbering.
     pub fn dlpack_device(&self, device: &ZeDevice) -> Result<Device, Error> {
         let root = self.inner.core.root_index(device)?;
         self.inner.core.dlpack_device_of_root(root)
     }
 
     /// The root device numbered `device`, a `(kDLOneAPI, n)` device.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if `device` is not a `kDLOneAPI` device, or no root device of this
+    /// context has its number.
     pub fn ze_device(&self, device: Device) -> Result<ZeDevice, Error> {
         let root = self.inner.core.root_of(device)?;
         Ok(self.inner.core.roots[root].clone())
@@ -362,6 +393,11 @@ impl Context {
 
     /// The default queue of `device`'s root device, made on first use. The hooks copy and
     /// synchronise on these queues, and [`crate::UsmBuffer`]'s copies run on them.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if `device` is not a device of this context's driver, or the queue
+    /// cannot be made ([`Queue::new`]).
     pub fn queue(&self, device: &ZeDevice) -> Result<Queue, Error> {
         let root = self.inner.core.root_index(device)?;
         self.root_queue(root)
@@ -382,6 +418,12 @@ impl Context {
 
     /// What this context knows about the memory at `address`: `None` when the context did not
     /// allocate it (`ZE_MEMORY_TYPE_UNKNOWN`, which includes memory of other contexts).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `zeMemGetAllocProperties` or `zeMemGetAddressRange` fails, or
+    /// reports what Level Zero does not define (an unknown memory type, a range that does not
+    /// contain `address`).
     pub fn allocation_of(&self, address: usize) -> Result<Option<UsmAllocation>, Error> {
         self.inner.core.allocation_of(address)
     }

@@ -40,6 +40,10 @@ impl Driver {
 
     /// The root devices in the driver's stable order (`zeDeviceGet`). A root device's index in
     /// this list is its default DLPack device number (see [`crate::DeviceNumbering`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `zeDeviceGet` fails or returns a NULL handle.
     pub fn devices(&self) -> Result<Vec<ZeDevice>, Error> {
         let api = self.ze.api();
         // SAFETY: `handle` is a live driver handle; `enumerate` passes a valid count and a NULL
@@ -54,6 +58,10 @@ impl Driver {
     }
 
     /// The Level Zero API version the driver supports, as `(major, minor)`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `zeDriverGetApiVersion` fails.
     pub fn api_version(&self) -> Result<(u32, u32), Error> {
         let mut version = sys::ze_api_version_t(0);
         check(
@@ -100,6 +108,10 @@ impl ZeDevice {
     }
 
     /// The device's properties (`zeDeviceGetProperties`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `zeDeviceGetProperties` fails.
     pub fn properties(&self) -> Result<DeviceProperties, Error> {
         // SAFETY: an all-zero ze_device_properties_t is a valid value (integers, a NULL pointer,
         // byte arrays); the driver overwrites it.
@@ -129,6 +141,10 @@ impl ZeDevice {
 
     /// The device's sub-devices (`zeDeviceGetSubDevices`); empty for a device that is not
     /// partitioned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `zeDeviceGetSubDevices` fails or returns a NULL handle.
     pub fn sub_devices(&self) -> Result<Vec<ZeDevice>, Error> {
         let api = self.ze.api();
         // SAFETY: live device handle; `enumerate` passes a valid count and a NULL or large

@@ -112,6 +112,11 @@ impl Queue {
     /// A new asynchronous immediate command list on `device` (a root or sub-device of the
     /// context's driver), registered with the context so that its [`Queue::stream`] number
     /// can be resolved.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if `device` is not a device of the context's driver, or
+    /// `zeCommandListCreateImmediate` fails.
     pub fn new(context: &Context, device: &ZeDevice) -> Result<Self, Error> {
         let core = context.core();
         core.root_index(device)?;
@@ -159,6 +164,11 @@ impl Queue {
     /// set `UR_L0_USE_COPY_ENGINE_FOR_IN_ORDER_QUEUE=0` (before the SYCL runtime starts) so that
     /// its copies run on that list too; or wait for the queue's work yourself before the
     /// consumer reads.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if `device` is not a device of the context's driver,
+    /// [`Error::NullPointer`] for a NULL `list`.
     ///
     /// # Safety
     ///
@@ -223,9 +233,12 @@ impl Queue {
 
     /// Blocks the host until everything appended so far has run.
     ///
-    /// When Level Zero cannot confirm that it has (the host wait fails and the barrier's event is
-    /// not signalled), the error says that the work "may still be running", and the barrier's
-    /// event is leaked rather than reused ([`crate::Leaks`]).
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when a Level Zero call fails. When Level Zero cannot confirm that the
+    /// work has run (the host wait fails and the barrier's event is not signalled), the message
+    /// says that it "may still be running", and the barrier's event is leaked rather than reused
+    /// ([`crate::Leaks`]).
     pub fn synchronize(&self) -> Result<(), Error> {
         self.inner.synchronize().map_err(|f| f.error)
     }
@@ -237,6 +250,11 @@ impl Queue {
     /// what came before.
     ///
     /// Both queues must belong to the same context.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] when `consumer` belongs to another context, or a Level Zero call fails
+    /// (making an event, appending a barrier).
     pub fn make_ready_for(&self, consumer: &Queue) -> Result<(), Error> {
         if Arc::ptr_eq(&self.inner, &consumer.inner) || self.inner.list == consumer.inner.list {
             let api = self.inner.core.ze.api();

@@ -105,6 +105,12 @@ unsafe impl<T: Element> Sync for UsmBuffer<T> {}
 impl<T: Element> UsmBuffer<T> {
     /// A buffer of `kind` on `device` (a root or sub-device; host USM is labelled with it)
     /// holding a copy of `data`. Device USM is filled by a copy on the context's queue.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Runtime`] if `device` is not a numbered device of `context`
+    /// ([`Context::dlpack_device`]), or Level Zero fails to allocate or to copy. After a copy
+    /// that may still be running, the allocation is leaked ([`crate::Leaks`]).
     pub fn from_slice(
         context: &Context,
         device: &ZeDevice,
@@ -119,8 +125,12 @@ impl<T: Element> UsmBuffer<T> {
 
     /// A buffer of `kind` on `device` with every byte zero.
     ///
-    /// Fails for an element type whose all-zero bytes are not a valid value (none of
-    /// dlpack-core's element types).
+    /// # Errors
+    ///
+    /// [`Error::InvalidValue`] for an element type whose all-zero bytes are not a valid value
+    /// (none of dlpack-core's element types), [`Error::Overflow`] when `len` elements do not fit
+    /// one allocation, [`Error::OutOfMemory`] when the host's zeros for device USM do not fit in
+    /// memory, and [`Error::Runtime`] as for [`UsmBuffer::from_slice`].
     pub fn zeroed(
         context: &Context,
         device: &ZeDevice,
@@ -178,6 +188,14 @@ impl<T: Element> UsmBuffer<T> {
     /// through the context's hooks, which check that it is USM of this context first). This is
     /// the import path for foreign tensors: [`Buffer::copy_from_tensor`] has no context to
     /// allocate in.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`CheckedTensor::to_host_vec`] with the context's hooks
+    /// ([`Error::DataTypeMismatch`], [`Error::NoHook`] for device memory of another device type,
+    /// [`Error::UnknownPointer`] for device USM of another context, [`Error::OutOfMemory`], the
+    /// copy's [`Error::Runtime`] or [`Error::CopyInFlight`], ...), then those of
+    /// [`UsmBuffer::from_slice`].
     pub fn from_tensor(
         context: &Context,
         device: &ZeDevice,
@@ -320,9 +338,12 @@ impl<T: Element> UsmBuffer<T> {
     /// Copies the elements to a new host `Vec` (device USM: on the context's default queue of
     /// the buffer's device).
     ///
-    /// When Level Zero cannot confirm that the copy finished (its host wait fails, see
-    /// [`crate::Leaks`]), the staging `Vec` the device may still write is leaked, and so is this
-    /// buffer's allocation when it is dropped.
+    /// # Errors
+    ///
+    /// [`Error::OutOfMemory`] when the copy does not fit in host memory, [`Error::Runtime`] when
+    /// Level Zero fails to copy. When it cannot confirm that the copy finished (its host wait
+    /// fails, see [`crate::Leaks`]), the staging `Vec` the device may still write is leaked, and
+    /// so is this buffer's allocation when it is dropped.
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         if let Some(s) = self.as_slice() {
             let mut out = dlpack_core::try_vec_with_capacity::<T>(s.len())?;
@@ -362,6 +383,12 @@ impl<T: Element> UsmBuffer<T> {
 
     /// Overwrites the elements with `src`, which must have exactly [`UsmBuffer::len`]
     /// elements.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShapeMismatch`] when `src.len()` is not [`UsmBuffer::len`], [`Error::Runtime`]
+    /// when Level Zero fails to copy into device USM. After a copy that may still be running,
+    /// the buffer leaks its allocation when it is dropped ([`crate::Leaks`]).
     pub fn copy_from_host(&mut self, src: &[T]) -> Result<(), Error> {
         if src.len() != self.len {
             return Err(Error::ShapeMismatch {

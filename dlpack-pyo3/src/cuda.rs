@@ -90,8 +90,11 @@ use crate::{ImportOptions, from_dlpack_with, from_dlpack_writable, to_py_err};
 /// `__dlpack__`, or a bare capsule) into Rust without a copy, read-only, after the stream
 /// handshake and the driver's check of its device claim (see the [module](self) docs).
 ///
-/// Errors: those of [`crate::from_dlpack`]; `BufferError` for a tensor that is not on a CUDA
-/// device type (`kDLCUDA`, `kDLCUDAHost`, `kDLCUDAManaged`), whose claim the driver
+/// # Errors
+///
+/// Those of [`crate::from_dlpack`], and an exception for a `__dlpack_device__` that fails or
+/// answers with something other than a pair of `int`s; `BufferError` for a tensor that is not
+/// on a CUDA device type (`kDLCUDA`, `kDLCUDAHost`, `kDLCUDAManaged`), whose claim the driver
 /// contradicts (it is deleted then), or when a driver call fails.
 pub fn from_dlpack_cuda(obj: &Bound<'_, PyAny>, hooks: &CudaHooks) -> PyResult<CudaImport> {
     let options = options_for(obj, hooks)?;
@@ -101,6 +104,10 @@ pub fn from_dlpack_cuda(obj: &Bound<'_, PyAny>, hooks: &CudaHooks) -> PyResult<C
 
 /// [`from_dlpack_cuda`], keeping the producer's writability (for
 /// [`CudaImport::copy_from_host`] and writes through the device view).
+///
+/// # Errors
+///
+/// As for [`from_dlpack_cuda`].
 ///
 /// # Safety
 ///

@@ -50,6 +50,11 @@ static CAPSULE_ERROR: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 /// `dlpack_pyo3.DLPackStreamError`, a subclass of both `ValueError` (what the array API standard
 /// and dlpack-core ask for) and `RuntimeError` (what NumPy raises), for a `stream` argument that
 /// the exported device does not accept.
+///
+/// # Errors
+///
+/// The exception Python raises when it cannot make the class (once made, the class is kept for
+/// the process).
 pub fn stream_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     compat_type(
         py,
@@ -67,6 +72,10 @@ pub fn stream_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
 /// `dlpack_pyo3.DLPackCapsuleError`, a subclass of both `TypeError` (what dlpack-core asks for:
 /// the wrong kind of object) and `ValueError` (what NumPy raises), for an object that is not a
 /// DLPack tensor capsule where one is expected.
+///
+/// # Errors
+///
+/// As for [`stream_error_type`].
 pub fn capsule_error_type(py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
     compat_type(
         py,

@@ -356,6 +356,11 @@ pub trait PyExporter: PyClass<Frozen = True> + Sync {
 /// })?;
 /// # Ok::<(), pyo3::PyErr>(())
 /// ```
+///
+/// # Errors
+///
+/// The exception Python raises when `sys.implementation` cannot be read or the method
+/// descriptor cannot be made (`PyDescr_NewMethod`).
 pub fn dlpack_method<T: PyExporter>(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
     // The fast calling convention (arguments in an array, keyword names in a tuple, no dict)
     // is in the stable ABI from CPython 3.10; before, and on other interpreters, the classic
@@ -575,11 +580,7 @@ pub fn dlpack_device(device: Device) -> (i32, i32) {
 
 /// Serves one `__dlpack__` call: exports `tensor` as `args` ask and wraps it in a capsule.
 ///
-/// `hooks` synchronise and copy device memory; a CPU tensor needs none. Errors are the Python
-/// exceptions dlpack-core decides on: `BufferError` for a `dl_device` / `copy` request that
-/// cannot be served (or a read-only tensor asked for as a legacy struct, as NumPy does),
-/// `DLPackStreamError` (a `ValueError` and a `RuntimeError`) for a stream the device does not
-/// take.
+/// `hooks` synchronise and copy device memory; a CPU tensor needs none.
 ///
 /// When the host must wait for the device (an export to the CPU, or pinned or managed memory
 /// asked for with `stream=None`) the wait, and a copy from the device, run detached from the
@@ -600,6 +601,14 @@ pub fn dlpack_device(device: Device) -> (i32, i32) {
 /// })?;
 /// # Ok::<(), pyo3::PyErr>(())
 /// ```
+///
+/// # Errors
+///
+/// The Python exceptions dlpack-core decides on ([`to_py_err`]): `BufferError` for a
+/// `dl_device` / `copy` request that cannot be served (or a read-only tensor asked for as a
+/// legacy struct, as NumPy does), for a device tensor that needs `hooks` and has none, and for
+/// a hook that fails; `DLPackStreamError` (a `ValueError` and a `RuntimeError`) for a stream
+/// the device does not take; `MemoryError` for a copy that memory cannot hold.
 pub fn to_capsule<'py>(
     py: Python<'py>,
     tensor: ManagedTensor,
@@ -713,6 +722,10 @@ impl Exporter {
 
     /// `__dlpack__(*, stream, max_version, dl_device, copy)`, with the arguments as pyo3
     /// extracts them (see [`export_args`]).
+    ///
+    /// # Errors
+    ///
+    /// As for [`to_capsule`](fn@to_capsule).
     pub fn dlpack<'py>(
         &self,
         py: Python<'py>,
@@ -727,6 +740,10 @@ impl Exporter {
 
     /// `__dlpack__` with arguments already converted. Like [`to_capsule`](fn@to_capsule), it may
     /// detach from the interpreter while the host waits for the device.
+    ///
+    /// # Errors
+    ///
+    /// As for [`to_capsule`](fn@to_capsule).
     pub fn to_capsule<'py>(
         &self,
         py: Python<'py>,

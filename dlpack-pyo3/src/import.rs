@@ -71,16 +71,6 @@ pub struct ImportOptions {
 /// Takes any Python tensor (an object with `__dlpack__`) or a bare DLPack capsule into Rust,
 /// without a copy, read-only.
 ///
-/// Errors: `TypeError` for an object that is neither; the producer's own exception when
-/// `__dlpack__` fails; `DLPackCapsuleError` (a `TypeError` and a `ValueError`) when it returns
-/// something that is not a DLPack capsule; `ValueError` for a capsule already consumed;
-/// `BufferError` for a tensor that fails dlpack-core's validation. A refused capsule keeps its
-/// name and its tensor, which its destructor deletes (or another consumer takes), except a
-/// versioned tensor of another major version, which is deleted, as DLPack requires.
-/// [`from_dlpack_with`] adds `BufferError` for a `dl_device` / `copy` request that cannot be
-/// served and `DLPackStreamError` (a `ValueError` and a `RuntimeError`) for a `stream` with a
-/// tensor received on the CPU.
-///
 /// ```
 /// use dlpack_core::ManagedTensor;
 /// use dlpack_pyo3::DLPackTensor;
@@ -100,11 +90,27 @@ pub struct ImportOptions {
 /// })?;
 /// # Ok::<(), pyo3::PyErr>(())
 /// ```
+///
+/// # Errors
+///
+/// `TypeError` for an object that is neither; the producer's own exception when `__dlpack__`
+/// fails; `DLPackCapsuleError` (a `TypeError` and a `ValueError`) when it returns something that
+/// is not a DLPack capsule; `ValueError` for a capsule already consumed; `BufferError` for a
+/// tensor that fails dlpack-core's validation. A refused capsule keeps its name and its tensor,
+/// which its destructor deletes (or another consumer takes), except a versioned tensor of
+/// another major version, which is deleted, as DLPack requires.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     from_dlpack_with(obj, &ImportOptions::default())
 }
 
 /// [`from_dlpack`] with a `dl_device`, `copy` or `stream` request.
+///
+/// # Errors
+///
+/// Those of [`from_dlpack`], and `BufferError` for a `dl_device` / `copy` request that cannot be
+/// served, `MemoryError` for a local copy that memory cannot hold, `DLPackStreamError` (a
+/// `ValueError` and a `RuntimeError`) for a `stream` with a tensor received on the CPU. A
+/// capsule refused for any of them is left as it was.
 pub fn from_dlpack_with(
     obj: &Bound<'_, PyAny>,
     options: &ImportOptions,
@@ -117,6 +123,10 @@ pub fn from_dlpack_with(
 /// [`from_dlpack_with`], keeping the producer's writability: the tensor is writable unless the
 /// producer marked it read-only (a legacy capsule from another library counts as read-only, as
 /// in NumPy).
+///
+/// # Errors
+///
+/// As for [`from_dlpack_with`].
 ///
 /// # Safety
 ///
@@ -272,7 +282,7 @@ fn served(device: Device, options: &ImportOptions) -> bool {
 /// than the keywords) `obj.__dlpack__()`.
 ///
 /// For code that hands capsules on, or measures the `__dlpack__` route against the C exchange
-/// API. Errors as [`from_dlpack`]'s for the call.
+/// API.
 ///
 /// ```
 /// use dlpack_pyo3::DLPackTensor;
@@ -289,6 +299,11 @@ fn served(device: Device, options: &ImportOptions) -> bool {
 /// })?;
 /// # Ok::<(), pyo3::PyErr>(())
 /// ```
+///
+/// # Errors
+///
+/// As [`from_dlpack`]'s for the call: `TypeError` for an object without `__dlpack__`, the
+/// producer's own exception when `__dlpack__` fails. What it returns is not checked.
 pub fn dlpack_capsule<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     let (capsule, _) = match vectorcall_method() {

@@ -128,6 +128,10 @@ use pyo3::prelude::*;
 ///
 /// The first module the classes are added to becomes their `__module__`, so that their
 /// instances pickle (across `multiprocessing`, say): pickle finds a class by its module's name.
+///
+/// # Errors
+///
+/// The exception Python raises when a class cannot be made or added to `module`.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();
     module.add_class::<DLPackTensor>()?;

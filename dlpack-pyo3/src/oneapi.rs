@@ -155,7 +155,10 @@ use crate::{ImportOptions, from_dlpack_with, from_dlpack_writable, to_py_err};
 /// pending work is then the caller's to wait for (`x.sycl_queue.wait()`,
 /// `torch.xpu.synchronize()`).
 ///
-/// Errors: those of [`crate::from_dlpack`]; `BufferError` for a tensor that is not on
+/// # Errors
+///
+/// Those of [`crate::from_dlpack`], and an exception for a `__dlpack_device__` that fails or
+/// answers with something other than a pair of `int`s; `BufferError` for a tensor that is not on
 /// `kDLOneAPI`, whose claim Level Zero contradicts or does not know (it is deleted then), or
 /// when a Level Zero call fails.
 pub fn from_dlpack_oneapi(
@@ -169,6 +172,10 @@ pub fn from_dlpack_oneapi(
 
 /// [`from_dlpack_oneapi`], keeping the producer's writability (for writes through the views of
 /// host and shared USM, and copies into device USM).
+///
+/// # Errors
+///
+/// As for [`from_dlpack_oneapi`].
 ///
 /// # Safety
 ///

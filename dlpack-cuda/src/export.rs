@@ -314,6 +314,9 @@ pub struct PinnedBuffer<T> {
 // SAFETY: the PinnedHostSlice is Send (cudarc) and `data` points into it, used only through the
 // wrapper's owner.
 unsafe impl<T: Send> Send for PinnedBuffer<T> {}
+// SAFETY: shared access only reads: the elements (`as_slice`, as `&[T]`, hence `T: Sync`) and
+// the slice's own metadata; the PinnedHostSlice is Sync (cudarc).
+unsafe impl<T: Sync> Sync for PinnedBuffer<T> {}
 
 impl<T: Element + DeviceRepr + ValidAsZeroBits> PinnedBuffer<T> {
     /// Wraps a pinned slice, after waiting for cudarc's pending work on it.
@@ -398,6 +401,9 @@ pub struct ManagedBuffer<T> {
 // SAFETY: the UnifiedSlice is Send (cudarc) and `data` points into it, used only through the
 // wrapper's owner.
 unsafe impl<T: Send> Send for ManagedBuffer<T> {}
+// SAFETY: shared access only reads: the elements (`as_slice`, as `&[T]`, hence `T: Sync`) and
+// the slice's own metadata; the UnifiedSlice is Sync (cudarc).
+unsafe impl<T: Sync> Sync for ManagedBuffer<T> {}
 
 impl<T: Element + DeviceRepr + ValidAsZeroBits> ManagedBuffer<T> {
     /// Wraps a managed slice, after waiting for cudarc's pending work on it.

@@ -771,3 +771,11 @@ fn device_imports_have_no_host_view() {
         Err(Error::DataTypeMismatch { .. })
     ));
 }
+
+#[test]
+fn host_buffers_are_send_and_sync_like_the_cudarc_slices_they_wrap() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<crate::PinnedBuffer<f32>>();
+    send_sync::<crate::ManagedBuffer<f32>>();
+    send_sync::<crate::CudaBuffer<f32>>();
+}

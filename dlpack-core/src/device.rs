@@ -122,9 +122,11 @@ impl fmt::Display for DeviceType {
 /// use dlpack_core::{Device, DeviceType};
 /// assert_eq!(Device::cuda(1).to_string(), "cuda:1");
 /// assert_eq!(Device::CPU, Device::new(DeviceType::CPU, 0));
+/// // Ordered by device type, then index (a map key, a sorted list of devices).
+/// assert!(Device::cuda(0) < Device::cuda(1) && Device::CPU < Device::cuda(0));
 /// ```
 #[repr(C)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct Device {
     /// The device type.
     pub device_type: DeviceType,

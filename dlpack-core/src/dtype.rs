@@ -130,7 +130,7 @@ impl fmt::Display for DataTypeCode {
 /// assert_eq!(DataType::new(DataTypeCode::BFLOAT, 16, 4).to_string(), "bfloat16x4");
 /// ```
 #[repr(C)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct DataType {
     /// The type code.
     pub code: DataTypeCode,

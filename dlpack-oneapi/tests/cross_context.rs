@@ -87,6 +87,26 @@ fn in_child_with(name: &str, env: &[(&str, &str)], body: fn(&LevelZero, &DriverS
 
 const LOST: sys::ze_result_t = sys::ZE_RESULT_ERROR_DEVICE_LOST;
 
+/// A context of the first driver, and a second `Context` value adopting its handle. Bind them as
+/// `let (producer, adopted) = ...` before anything made from them: locals drop in reverse order,
+/// so the adopted value, and all that was made after, goes before its maker.
+fn producer_and_adopted(ze: &LevelZero) -> (Context, Context) {
+    let driver = ze.drivers().unwrap()[0].clone();
+    let producer = Context::new(&driver).unwrap();
+    // SAFETY: the caller keeps `producer` alive until `adopted` and everything made from it are
+    // gone (the binding order above).
+    let adopted =
+        unsafe { Context::from_raw(&driver, producer.raw(), DeviceNumbering::driver_order()) }
+            .unwrap();
+    (producer, adopted)
+}
+
+/// 64 bytes of device USM (all 9s) on `context`'s first device.
+fn device_buffer(context: &Context) -> UsmBuffer<u8> {
+    let gpu = context.devices()[0].clone();
+    UsmBuffer::from_slice(context, &gpu, UsmKind::Device, &[9u8; 64]).unwrap()
+}
+
 /// A copy through the hooks of another `Context` (one that adopted the same Level Zero context)
 /// that Level Zero cannot confirm as finished may still write the buffer: the buffer's drop
 /// leaks its allocation rather than free it. (The record of such memory was once kept per
@@ -97,16 +117,8 @@ fn a_usm_buffer_is_freed_while_an_unconfirmed_copy_through_another_context_write
     in_child(
         "a_usm_buffer_is_freed_while_an_unconfirmed_copy_through_another_context_writes_it",
         |ze, support| {
-            let driver = ze.drivers().unwrap()[0].clone();
-            let producer = Context::new(&driver).unwrap();
-            // SAFETY: `producer` outlives `adopted` and everything made from it.
-            let adopted = unsafe {
-                Context::from_raw(&driver, producer.raw(), DeviceNumbering::driver_order())
-            }
-            .unwrap();
-            let gpu = producer.devices()[0].clone();
-            let buffer =
-                UsmBuffer::from_slice(&producer, &gpu, UsmKind::Device, &[9u8; 64]).unwrap();
+            let (producer, adopted) = producer_and_adopted(ze);
+            let buffer = device_buffer(&producer);
             let address = buffer.as_ptr().addr();
             let hooks = adopted.hooks();
             // The consumer's hooks resolve the producer's memory (as Intel's driver does for any
@@ -155,9 +167,7 @@ fn with_driver_wide_lookups_any_two_contexts_keep_what_an_unconfirmed_copy_touch
             let driver = ze.drivers().unwrap()[0].clone();
             let producer = Context::new(&driver).unwrap();
             let consumer = Context::new(&driver).unwrap();
-            let gpu = producer.devices()[0].clone();
-            let buffer =
-                UsmBuffer::from_slice(&producer, &gpu, UsmKind::Device, &[9u8; 64]).unwrap();
+            let buffer = device_buffer(&producer);
             let address = buffer.as_ptr().addr();
             assert!(consumer.allocation_of(address).unwrap().is_some());
             let before = support.misuses();
@@ -194,16 +204,8 @@ fn a_deleted_tensor_frees_memory_an_unconfirmed_read_through_another_context_sti
     in_child(
         "a_deleted_tensor_frees_memory_an_unconfirmed_read_through_another_context_still_reads",
         |ze, support| {
-            let driver = ze.drivers().unwrap()[0].clone();
-            let producer = Context::new(&driver).unwrap();
-            // SAFETY: `producer` outlives `adopted` and everything made from it.
-            let adopted = unsafe {
-                Context::from_raw(&driver, producer.raw(), DeviceNumbering::driver_order())
-            }
-            .unwrap();
-            let gpu = producer.devices()[0].clone();
-            let buffer =
-                UsmBuffer::from_slice(&producer, &gpu, UsmKind::Device, &[9u8; 64]).unwrap();
+            let (producer, adopted) = producer_and_adopted(ze);
+            let buffer = device_buffer(&producer);
             let raw = ManagedTensor::export(buffer).unwrap().into_raw().unwrap();
             // SAFETY: a live tensor we own.
             let mut tensor = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
@@ -238,13 +240,7 @@ fn a_queue_of_another_context_value_is_refused_by_name_and_adopting_its_list_wor
     in_child(
         "a_queue_of_another_context_value_is_refused_by_name_and_adopting_its_list_works",
         |ze, _support| {
-            let driver = ze.drivers().unwrap()[0].clone();
-            let producer = Context::new(&driver).unwrap();
-            // SAFETY: `producer` outlives `adopted` and everything made from it.
-            let adopted = unsafe {
-                Context::from_raw(&driver, producer.raw(), DeviceNumbering::driver_order())
-            }
-            .unwrap();
+            let (producer, adopted) = producer_and_adopted(ze);
             let device = adopted.devices()[1].clone();
             let consumer = Queue::new(&adopted, &device).unwrap();
             let stream = consumer.stream() as usize;

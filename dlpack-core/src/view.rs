@@ -652,9 +652,8 @@ impl<'a, T: Element> TensorViewMut<'a, T> {
 impl<T: Element, const N: usize> core::ops::Index<[usize; N]> for TensorViewMut<'_, T> {
     type Output = T;
     fn index(&self, index: [usize; N]) -> &T {
-        match self.raw.element(&index) {
-            // SAFETY: an in-bounds element, readable while `&self` is borrowed.
-            Some(p) => unsafe { &*p },
+        match self.get(&index) {
+            Some(element) => element,
             None => out_of_bounds(&index, self.raw.shape),
         }
     }

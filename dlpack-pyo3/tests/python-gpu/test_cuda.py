@@ -86,6 +86,13 @@ def test_a_producer_stream_and_a_consumer_stream_are_ordered(m, torch):
     that stream sees every write."""
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
+        # Once before, so that every kernel below is loaded: CUDA loads a module on its first
+        # launch (lazy loading, the default), and that load waits for the work already queued,
+        # the sleep included (seen on an H200: the stream was idle before the import).
+        warm = torch.ones(1 << 22, dtype=torch.float32, device="cuda")
+        torch.cuda._sleep(1)
+        warm.add_(2.0)
+        side.synchronize()
         t = torch.ones(1 << 22, dtype=torch.float32, device="cuda")
         # About half a second of GPU time before the last write (PyTorch's own DLPack stream
         # test does the same), so that the write is still pending when the import starts: a

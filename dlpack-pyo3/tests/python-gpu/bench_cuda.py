@@ -6,7 +6,9 @@ a GPU, PyTorch and CuPy, and the test module built with --features cuda):
 
 Prints the median of several timeit repeats, in microseconds per exchange, of:
 - torch.from_dlpack(rust_tensor) against torch.from_dlpack(cupy_array), in the same run;
-- the Rust CUDA importer (stream handshake and driver check included) on a torch tensor.
+- the Rust CUDA importer (stream handshake and driver check included) on a torch tensor and on
+  a CuPy array, each beside the producer's own share of it (its `__dlpack_device__` and
+  `__dlpack__(stream=1)` calls, the capsule dropped unconsumed).
 """
 
 import os
@@ -37,6 +39,13 @@ def main():
         ("torch.from_dlpack(cupy_array)", per_call(lambda: torch.from_dlpack(c))),
         ("torch.from_dlpack(rust_tensor)", per_call(lambda: torch.from_dlpack(rust))),
         ("Rust CUDA importer on a torch tensor", per_call(lambda: m.cuda_import_address(t))),
+        # What the importer asks of PyTorch alone (the capsule is dropped unconsumed), so the
+        # row above less this one is the Rust side's share.
+        ("  of which PyTorch's __dlpack_device__ + __dlpack__(stream=1)", per_call(
+            lambda: (t.__dlpack_device__(), t.__dlpack__(stream=1, max_version=(1, 3))))),
+        ("Rust CUDA importer on a CuPy array", per_call(lambda: m.cuda_import_address(c))),
+        ("  of which CuPy's __dlpack_device__ + __dlpack__(stream=1)", per_call(
+            lambda: (c.__dlpack_device__(), c.__dlpack__(stream=1, max_version=(1, 3))))),
     ]
     width = max(len(name) for name, _ in rows)
     print(f"median of {REPEATS} repeats, us per exchange (torch {torch.__version__}, "

@@ -99,9 +99,17 @@ pub(crate) trait Driver: Send + Sync {
     fn pointer_attributes(&self, address: usize) -> Result<PointerAttributes, Error>;
     /// `cuEventCreate` (timing disabled) in the queue's context.
     fn create_event(&self, queue: Queue<'_, Self::Stream>) -> Result<Self::Event, Error>;
-    /// `cuEventRecord` on the queue.
-    fn record_event(&self, queue: Queue<'_, Self::Stream>, event: Self::Event)
-    -> Result<(), Error>;
+    /// `cuEventRecord` on `stream` (a raw handle: the queue's own, or a producer's; 1 and 2
+    /// mean the default streams of the queue's context, which is current for the call).
+    ///
+    /// # Safety
+    /// `stream` is 1, 2, or a live stream of the queue's context.
+    unsafe fn record_event(
+        &self,
+        queue: Queue<'_, Self::Stream>,
+        stream: usize,
+        event: Self::Event,
+    ) -> Result<(), Error>;
     /// `cuStreamWaitEvent(consumer, event)`, with the queue's context current (so that the
     /// consumer values 1 and 2 mean that device's default streams).
     fn wait_event(
@@ -563,15 +571,17 @@ impl Driver for &'static CudaDriver {
         Ok(event)
     }
 
-    fn record_event(
+    unsafe fn record_event(
         &self,
         queue: Queue<'_, Arc<CudaStream>>,
+        stream: usize,
         event: sys::CUevent,
     ) -> Result<(), Error> {
         let _current = self.bind(queue)?;
         // SAFETY: `event` is live (created by `create_event` in this queue's context, not yet
-        // destroyed) and the stream is this queue's, alive while `queue` borrows it.
-        let result = unsafe { sys::cuEventRecord(event, CudaDriver::raw_stream(queue)) };
+        // destroyed); `stream` is a default stream of that context, now current, or a live
+        // stream of it (the caller's contract).
+        let result = unsafe { sys::cuEventRecord(event, stream_from_handle(stream)) };
         check(result, "cuEventRecord")
     }
 

@@ -282,12 +282,14 @@ impl Driver for Arc<Fake> {
         Ok(event)
     }
 
-    fn record_event(&self, queue: Queue<'_, FakeStream>, event: usize) -> Result<(), Error> {
+    unsafe fn record_event(
+        &self,
+        _queue: Queue<'_, FakeStream>,
+        stream: usize,
+        event: usize,
+    ) -> Result<(), Error> {
         let mut state = self.state();
-        state.calls.push(Call::Record {
-            stream: Fake::handle(queue),
-            event,
-        });
+        state.calls.push(Call::Record { stream, event });
         Fake::failing(&mut state, "record")
     }
 

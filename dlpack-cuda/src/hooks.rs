@@ -169,6 +169,46 @@ impl<D: Driver> HookLogic<D> {
         }
     }
 
+    /// Makes this side's stream for `device` wait for the work queued so far on `producer`, a
+    /// raw stream handle (0 and 1: the legacy default stream, 2: the calling thread's
+    /// per-thread one): nothing when that is this side's stream.
+    ///
+    /// # Safety
+    /// `producer` is 0, 1, 2, or a live stream of `device`'s context (the primary context of
+    /// device 0 for pinned and managed memory, as [`HookLogic::queue`] picks it).
+    pub(crate) unsafe fn wait_for(&self, device: Device, producer: usize) -> Result<(), Error> {
+        self.check_handled(device)?;
+        let queue = self.queue(device);
+        let consumer = self.handle(queue);
+        let producer = normalise(producer);
+        if producer == consumer {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.order(queue, producer, consumer) }
+    }
+
+    /// Orders `consumer`'s later work after what is queued on `producer` so far: an event
+    /// created in the queue's context, recorded on `producer` and waited on by `consumer`, then
+    /// destroyed (a wait already queued keeps it alive in the driver until it is over).
+    ///
+    /// # Safety
+    /// `producer` is 1, 2, or a live stream of the queue's context.
+    unsafe fn order(
+        &self,
+        queue: Queue<'_, D::Stream>,
+        producer: usize,
+        consumer: usize,
+    ) -> Result<(), Error> {
+        let event = self.driver.create_event(queue)?;
+        // SAFETY: the caller's contract.
+        let ordered = unsafe { self.driver.record_event(queue, producer, event) }
+            .and_then(|()| self.driver.wait_event(queue, consumer, event));
+        // Destroyed whatever happened.
+        let destroyed = self.driver.destroy_event(queue, event);
+        ordered.and(destroyed)
+    }
+
     fn check_handled(&self, device: Device) -> Result<(), Error> {
         if is_cuda(device.device_type) {
             Ok(())
@@ -208,15 +248,8 @@ unsafe impl<D: Driver> DeviceHooks for HookLogic<D> {
             // One stream: its own order already puts the consumer's work after ours.
             return Ok(());
         }
-        let event = self.driver.create_event(queue)?;
-        let ordered = self
-            .driver
-            .record_event(queue, event)
-            .and_then(|()| self.driver.wait_event(queue, consumer, event));
-        // Destroyed whatever happened: a wait already enqueued keeps the event alive in the
-        // driver until it is over.
-        let destroyed = self.driver.destroy_event(queue, event);
-        ordered.and(destroyed)
+        // SAFETY: the queue's own stream, alive while `queue` borrows it (1 for none).
+        unsafe { self.order(queue, self.handle(queue), consumer) }
     }
 
     fn wait_host(&self, device: Device) -> Result<(), Error> {
@@ -335,6 +368,37 @@ impl CudaHooks {
     /// `int` stream argument.
     pub fn consumer_stream(&self, device: Device) -> Result<i64, Error> {
         self.logic.consumer_stream(device)
+    }
+
+    /// Orders this side's later work on `device` (its configured stream, else the legacy
+    /// default stream) after the work queued so far on `producer_stream`, a raw `CUstream`
+    /// value: an event recorded there and waited on here, with no host blocking. Nothing is
+    /// done when the two are one stream.
+    ///
+    /// This is the consumer's half of the handshake when the producer names its stream rather
+    /// than ordering its work on the consumer's: the `current_work_stream` of the DLPack C
+    /// exchange API, which dlpack-pyo3's CUDA importer (`dlpack_pyo3::cuda::from_dlpack_cuda`)
+    /// uses for PyTorch tensors. The values follow the driver: `0` and `1` are the legacy default
+    /// stream, `2` the calling thread's per-thread default stream.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NoHook`] for a device that is not CUDA; [`Error::Runtime`] when the driver
+    /// refuses a call (`cuEventCreate`, `cuEventRecord`, `cuStreamWaitEvent`,
+    /// `cuEventDestroy`), for instance for a stream of another device.
+    ///
+    /// # Safety
+    ///
+    /// `producer_stream` is 0, 1, 2, or a live stream of `device`'s context (for pinned and
+    /// managed memory, of the device whose stream these hooks use for them: see the type's
+    /// docs). The driver may dereference any other value.
+    pub unsafe fn wait_for_stream(
+        &self,
+        device: Device,
+        producer_stream: usize,
+    ) -> Result<(), Error> {
+        // SAFETY: forwarded contract.
+        unsafe { self.logic.wait_for(device, producer_stream) }
     }
 }
 

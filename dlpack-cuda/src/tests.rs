@@ -404,6 +404,73 @@ fn each_device_uses_its_own_stream_and_pinned_or_managed_memory_the_first() {
     }
 }
 
+/// `HookLogic::wait_for` over the fake, which dereferences no stream handle.
+fn wait_for(hooks: &HookLogic<Arc<Fake>>, device: Device, producer: usize) -> Result<(), Error> {
+    // SAFETY: the fake driver only records the handle.
+    unsafe { hooks.wait_for(device, producer) }
+}
+
+#[test]
+fn a_consumer_stream_waits_for_the_stream_a_producer_names() {
+    let fake = Fake::new();
+    let hooks = hooks(&fake, &[STREAM_0]);
+    wait_for(&hooks, Device::cuda(0), 0x7f00).unwrap();
+    assert_eq!(fake.take_calls(), handshake(0, 0x7f00, STREAM_0.handle, 1));
+    // The consumer's own stream, or (for a device without one) the legacy default stream,
+    // named 0 or 1: one stream, nothing to order.
+    wait_for(&hooks, Device::cuda(0), STREAM_0.handle).unwrap();
+    wait_for(&hooks, Device::cuda(3), 0).unwrap();
+    wait_for(&hooks, Device::cuda(3), STREAM_LEGACY).unwrap();
+    assert!(fake.take_calls().is_empty());
+    // A device without a stream: its legacy default stream waits, in its own context.
+    wait_for(&hooks, Device::cuda(3), STREAM_PER_THREAD).unwrap();
+    assert_eq!(
+        fake.take_calls(),
+        handshake(3, STREAM_PER_THREAD, STREAM_LEGACY, 2)
+    );
+    // Pinned and managed memory: the first stream waits; the null stream is the legacy one.
+    for (n, device) in [CUDA_HOST, CUDA_MANAGED].into_iter().enumerate() {
+        wait_for(&hooks, device, 0).unwrap();
+        assert_eq!(
+            fake.take_calls(),
+            handshake(0, STREAM_LEGACY, STREAM_0.handle, n + 3),
+            "{device}"
+        );
+    }
+    assert_eq!(fake.live_events(), 0, "every event is destroyed");
+    let cpu = Device::new(DeviceType::CPU, 0);
+    assert_eq!(
+        wait_for(&hooks, cpu, 0x7f00),
+        Err(Error::NoHook { device: cpu })
+    );
+    assert!(
+        fake.take_calls().is_empty(),
+        "a refusal makes no driver call"
+    );
+}
+
+#[test]
+fn a_failed_record_or_wait_on_a_producer_stream_still_destroys_the_event() {
+    let fake = Fake::new();
+    let hooks = hooks(&fake, &[STREAM_0]);
+    for (n, call) in ["record", "wait"].into_iter().enumerate() {
+        fake.fail(call);
+        let err = wait_for(&hooks, Device::cuda(0), 0x7f00).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("CUDA driver: {call} failed")),
+            "{err}"
+        );
+        let calls = fake.take_calls();
+        assert_eq!(
+            calls.last(),
+            Some(&Call::Destroy { event: n + 1 }),
+            "{call}"
+        );
+        assert_eq!(fake.live_events(), 0, "{call}");
+    }
+}
+
 #[test]
 fn a_second_stream_for_the_same_device_is_refused() {
     let fake = Fake::new();

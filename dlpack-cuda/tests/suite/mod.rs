@@ -14,7 +14,7 @@ use dlpack_core::{
     Buffer, DLPack, DataType, Device, DeviceHooks, DeviceType, Element, Error, Export, ExportDesc,
     Flags, ManagedTensor, MemoryKind,
 };
-use dlpack_cuda::cudarc::driver::{CudaContext, result, sys};
+use dlpack_cuda::cudarc::driver::{CudaContext, CudaStream, result, sys};
 use dlpack_cuda::{
     CudaBuffer, CudaHooks, CudaImport, CudaTensor, ManagedBuffer, PinnedBuffer, open_device,
 };
@@ -33,6 +33,7 @@ pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
     a_transposed_device_tensor_imports_and_is_written_in_row_major_order,
     a_foreign_slice_reads_through_cudarc_and_never_frees,
     a_consumer_stream_waits_for_the_producer_stream,
+    a_consumer_stream_waits_for_the_stream_a_producer_names,
     every_stream_value_is_served_on_a_real_device,
     a_deleter_on_a_thread_without_a_current_context_frees_and_leaves_none,
     a_derived_struct_with_a_device_buffer_exports_and_imports,
@@ -406,6 +407,37 @@ unsafe extern "C" fn wait_for_release(data: *mut c_void) {
 }
 
 fn a_consumer_stream_waits_for_the_producer_stream(context: &Arc<CudaContext>) {
+    // The consumer names its stream; the producer makes the data ready on it.
+    read_behind_a_blocked_producer(context, |tensor, producer_stream, consumer| {
+        let producer = CudaHooks::new(producer_stream.clone()).expect("producer hooks");
+        let argument = consumer
+            .consumer_stream(tensor.device())
+            .expect("stream argument");
+        assert!(argument > 2, "a stream of its own: {argument}");
+        let request = parse_stream(tensor.device(), Some(argument)).expect("stream value");
+        producer
+            .make_ready(tensor.device(), request)
+            .expect("handshake");
+    });
+}
+
+fn a_consumer_stream_waits_for_the_stream_a_producer_names(context: &Arc<CudaContext>) {
+    // The producer names its stream (as the C exchange API's `current_work_stream` does); the
+    // consumer orders its own after it.
+    read_behind_a_blocked_producer(context, |tensor, producer_stream, consumer| {
+        let handle = producer_stream.cu_stream() as usize;
+        // SAFETY: a live stream of the tensor's device, in its primary context.
+        unsafe { consumer.wait_for_stream(tensor.device(), handle) }.expect("handshake");
+    });
+}
+
+/// A producer writes a tensor on its stream behind a block, `handshake` orders the consumer's
+/// stream after that write, and the consumer's asynchronous read must not finish until the
+/// block is lifted, and then reads what was written.
+fn read_behind_a_blocked_producer(
+    context: &Arc<CudaContext>,
+    handshake: impl FnOnce(&ManagedTensor, &Arc<CudaStream>, &CudaHooks),
+) {
     const N: usize = 1 << 20;
     let producer_stream = context.new_stream().expect("stream A");
     let consumer_stream = context.new_stream().expect("stream B");
@@ -440,17 +472,8 @@ fn a_consumer_stream_waits_for_the_producer_stream(context: &Arc<CudaContext>) {
         .expect("queue the write");
     let tensor = ManagedTensor::export(CudaBuffer::new(slice)).expect("export");
 
-    // The consumer names its stream; the producer makes the data ready on it.
-    let producer = CudaHooks::new(producer_stream.clone()).expect("producer hooks");
     let consumer = CudaHooks::new(consumer_stream.clone()).expect("consumer hooks");
-    let argument = consumer
-        .consumer_stream(tensor.device())
-        .expect("stream argument");
-    assert!(argument > 2, "a stream of its own: {argument}");
-    let request = parse_stream(tensor.device(), Some(argument)).expect("stream value");
-    producer
-        .make_ready(tensor.device(), request)
-        .expect("handshake");
+    handshake(&tensor, &producer_stream, &consumer);
 
     // The consumer reads on its stream, asynchronously.
     let import = CudaImport::new(through_c(tensor), &consumer).expect("import");

@@ -6,9 +6,11 @@ a GPU, PyTorch and CuPy, and the test module built with --features cuda):
 
 Prints the median of several timeit repeats, in microseconds per exchange, of:
 - torch.from_dlpack(rust_tensor) against torch.from_dlpack(cupy_array), in the same run;
-- the Rust CUDA importer (stream handshake and driver check included) on a torch tensor and on
-  a CuPy array, each beside the producer's own share of it (its `__dlpack_device__` and
-  `__dlpack__(stream=1)` calls, the capsule dropped unconsumed).
+- the Rust CUDA importer (stream handshake and driver check included) on a torch tensor
+  (through PyTorch's C exchange API where it has one), also with a side stream current (an
+  event to wait for), and on a CuPy array (through `__dlpack__`);
+- beside them, the producers' own share of the `__dlpack__` route: their `__dlpack_device__` and
+  `__dlpack__(stream=1)` calls, the capsule dropped unconsumed.
 """
 
 import os
@@ -35,13 +37,27 @@ def main():
     rust, _ = m.cuda_f32([0.0] * 1024, [32, 32])
     c = cupy.zeros((32, 32), dtype=cupy.float32)
     t = torch.zeros((32, 32), dtype=torch.float32, device="cuda")
+    side = torch.cuda.Stream()
+
+    def in_side_stream():
+        # PyTorch names `side` as its current stream: an event there, waited on by the Rust
+        # importer's stream.
+        with torch.cuda.stream(side):
+            m.cuda_import_address(t)
+
+    def side_stream_alone():
+        with torch.cuda.stream(side):
+            pass
+
     rows = [
         ("torch.from_dlpack(cupy_array)", per_call(lambda: torch.from_dlpack(c))),
         ("torch.from_dlpack(rust_tensor)", per_call(lambda: torch.from_dlpack(rust))),
         ("Rust CUDA importer on a torch tensor", per_call(lambda: m.cuda_import_address(t))),
-        # What the importer asks of PyTorch alone (the capsule is dropped unconsumed), so the
-        # row above less this one is the Rust side's share.
-        ("  of which PyTorch's __dlpack_device__ + __dlpack__(stream=1)", per_call(
+        ("  the same, under torch.cuda.stream(side)", per_call(in_side_stream)),
+        ("    of which entering and leaving torch.cuda.stream(side)", per_call(side_stream_alone)),
+        # What the `__dlpack__` route asks of PyTorch alone (the capsule dropped unconsumed):
+        # the route the importer takes where the type has no C exchange API.
+        ("PyTorch's __dlpack_device__ + __dlpack__(stream=1)", per_call(
             lambda: (t.__dlpack_device__(), t.__dlpack__(stream=1, max_version=(1, 3))))),
         ("Rust CUDA importer on a CuPy array", per_call(lambda: m.cuda_import_address(c))),
         ("  of which CuPy's __dlpack_device__ + __dlpack__(stream=1)", per_call(
@@ -49,7 +65,8 @@ def main():
     ]
     width = max(len(name) for name, _ in rows)
     print(f"median of {REPEATS} repeats, us per exchange (torch {torch.__version__}, "
-          f"cupy {cupy.__version__}, {torch.cuda.get_device_name()})")
+          f"cupy {cupy.__version__}, {torch.cuda.get_device_name()}; torch C exchange API: "
+          f"{hasattr(torch.Tensor, '__dlpack_c_exchange_api__')})")
     for name, us in rows:
         print(f"  {name:<{width}}  {us:8.2f}")
 

@@ -37,6 +37,29 @@ def test_torch_into_rust_without_a_copy(m, torch):
     assert r["values"] == VALUES
 
 
+def test_a_torch_tensor_comes_through_the_c_exchange_api(m, torch, monkeypatch):
+    """PyTorch's tensor type offers the DLPack C exchange API (2.11 does): the importer takes
+    the tensor through its table, never calling `__dlpack__` or `__dlpack_device__`."""
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip(f"torch {torch.__version__} has no __dlpack_c_exchange_api__")
+    called = []
+    for name in ("__dlpack__", "__dlpack_device__"):
+        original = getattr(torch.Tensor, name)
+
+        def counting(self, *args, _name=name, _original=original, **kwargs):
+            called.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counting)
+    t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4)
+    t.__dlpack_device__()
+    assert called == ["__dlpack_device__"], "the counting wrappers are in place"
+    called.clear()
+    r = m.cuda_import_report(t)
+    assert called == []
+    assert (r["data_ptr"], r["kind"], r["values"]) == (t.data_ptr(), "Device", VALUES)
+
+
 def test_a_transposed_torch_tensor_keeps_its_strides(m, torch):
     t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4).T
     r = m.cuda_import_report(t)
@@ -81,9 +104,10 @@ def test_managed_memory_is_detected_from_the_pointer(m, cupy):
 
 
 def test_a_producer_stream_and_a_consumer_stream_are_ordered(m, torch):
-    """PyTorch writes on its own stream; the Rust importer passes its stream (the legacy
-    default) to __dlpack__, PyTorch makes it wait with an event, and the copy to the host on
-    that stream sees every write."""
+    """PyTorch writes on its own stream, the current one; the Rust importer's stream (the
+    legacy default) is made to wait for it with an event (by the importer, for the stream that
+    PyTorch's C exchange API names as current; by PyTorch, through __dlpack__(stream=1), where
+    there is no such API), and the copy to the host on that stream sees every write."""
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         # Once before, so that every kernel below is loaded: CUDA loads a module on its first

@@ -174,8 +174,9 @@ impl<D: Driver> HookLogic<D> {
     /// per-thread one): nothing when that is this side's stream.
     ///
     /// # Safety
-    /// `producer` is 0, 1, 2, or a live stream of `device`'s context (the primary context of
-    /// device 0 for pinned and managed memory, as [`HookLogic::queue`] picks it).
+    /// `producer` is 0, 1, 2, or a live stream of the context of the device whose queue
+    /// [`HookLogic::queue`] picks for `device` (for pinned and managed memory: the first
+    /// configured stream's device, else device 0).
     pub(crate) unsafe fn wait_for(&self, device: Device, producer: usize) -> Result<(), Error> {
         self.check_handled(device)?;
         let queue = self.queue(device);
@@ -385,7 +386,7 @@ impl CudaHooks {
     ///
     /// [`Error::NoHook`] for a device that is not CUDA; [`Error::Runtime`] when the driver
     /// refuses a call (`cuEventCreate`, `cuEventRecord`, `cuStreamWaitEvent`,
-    /// `cuEventDestroy`), for instance for a stream of another device.
+    /// `cuEventDestroy`).
     ///
     /// # Safety
     ///

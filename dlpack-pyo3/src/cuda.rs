@@ -17,10 +17,19 @@
 //! the device claim is checked as above, and for a `kDLCUDA` tensor the hooks' stream is made
 //! to wait for the stream the table names as the producer's current one (`current_work_stream`,
 //! through [`CudaHooks::wait_for_stream`]: an event, or nothing when that is the hooks' stream).
-//! The ordering is the one `__dlpack__(stream=s)` gives, without its cost: on an H200 a
+//! The stream ordering is the one `__dlpack__(stream=s)` gives, without its cost: on an H200 a
 //! PyTorch import took 0.4 µs this way and about 15 µs through `__dlpack__`, nearly all of it
-//! in PyTorch's own `__dlpack_device__` and `__dlpack__(stream=1)` (docs/benchmarks.md). A pinned or managed tensor from such a table is deleted and taken
-//! again through `__dlpack__`, which serves a stream for those too.
+//! in PyTorch's own `__dlpack_device__` and `__dlpack__(stream=1)` (docs/benchmarks.md).
+//!
+//! The `__dlpack__` route is still taken where the table would not give what `__dlpack__`
+//! gives:
+//!
+//! - a pinned or managed tensor from the table is deleted and taken again through `__dlpack__`,
+//!   which serves a stream for those too;
+//! - a subclass that overrides `__dlpack__` is asked through its override;
+//! - a PyTorch tensor that requires grad, or has its conjugate or negative bit set, is asked
+//!   through `__dlpack__`, which refuses it or accounts for the bit: PyTorch's table exports
+//!   such a tensor as if no flag were set.
 //!
 //! Out to Python, a Rust CUDA tensor is a [`DLPackTensor`] with the hooks attached
 //! ([`DLPackTensor::with_hooks`]): its `__dlpack__(stream=s)` then records an event on the
@@ -67,7 +76,8 @@
 //! /// row-major tensor), read by cudarc on one stream throughout.
 //! fn read_with_cudarc(x: &Bound<'_, PyAny>) -> PyResult<Vec<f32>> {
 //!     let stream = open_device(0).map_err(to_py_err)?.default_stream();
-//!     // `__dlpack__(stream=...)` is called with this stream's handle ...
+//!     // The producer's writes are ordered before this stream (by the producer, through
+//!     // `__dlpack__(stream=...)`, or by the hooks, for a type with the C exchange API) ...
 //!     let hooks = CudaHooks::new(stream.clone()).map_err(to_py_err)?;
 //!     let import = dlpack_pyo3::cuda::from_dlpack_cuda(x, &hooks)?;
 //!     let view = import.device_view::<f32>().map_err(to_py_err)?;
@@ -161,7 +171,7 @@ unsafe fn through_exchange_api(
     hooks: &CudaHooks,
     writable: bool,
 ) -> PyResult<Option<CudaImport>> {
-    let Some(api) = crate::exchange::type_api(obj) else {
+    let Some(api) = crate::exchange::table_for(obj) else {
         return Ok(None);
     };
     let Some(current_work_stream) = api.current_work_stream else {
@@ -185,7 +195,7 @@ unsafe fn through_exchange_api(
     // valid out-pointer.
     let status = unsafe { current_work_stream(device.device_type, device.device_id, &mut stream) };
     if status != 0 {
-        return Err(PyErr::fetch(obj.py()));
+        return Err(crate::exchange::failed(obj.py(), "current_work_stream"));
     }
     // SAFETY: by the API's contract, the producer's current work stream for the tensor's device:
     // NULL (its default stream) or a live stream of that device's context, which the device

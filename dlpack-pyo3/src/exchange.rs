@@ -7,7 +7,7 @@
 //! | function | what it does here |
 //! |---|---|
 //! | `managed_tensor_allocator` | a zero-filled compact host tensor like the prototype (CPU only) |
-//! | `managed_tensor_from_py_object_no_sync` | a new versioned export of a [`DLPackTensor`]'s tensor, as is |
+//! | `managed_tensor_from_py_object_no_sync` | a new versioned export of a [`DLPackTensor`]'s tensor, as is (see below for device tensors) |
 //! | `managed_tensor_to_py_object_no_sync` | takes an owned tensor and wraps it in a new [`DLPackTensor`] |
 //! | `dltensor_from_py_object_no_sync` | the [`DLPackTensor`]'s `DLTensor`, valid while the object lives; a `BufferError` for a tensor whose flags a `DLTensor` cannot carry (read-only, or padded sub-byte) |
 //! | `current_work_stream` | NULL (the default stream) for every device |
@@ -23,8 +23,20 @@
 //! per kernel argument: give tensors that are passed to kernels often hooks on the default
 //! stream.
 //!
-//! Consumer side: [`crate::from_dlpack`] uses the table of the object's type when it has a
-//! valid one of DLPack major version 1, and `__dlpack__` otherwise.
+//! A device tensor without hooks cannot be ordered that way: the two `from_py_object` functions
+//! refuse it, as `__dlpack__()` does.
+//!
+//! Consumer side: [`crate::from_dlpack`] (for host tensors) and `cuda::from_dlpack_cuda` (for
+//! CUDA tensors) use the table of the object's type when it has a valid one of DLPack major
+//! version 1, and `__dlpack__` otherwise, or when the table would not give what `__dlpack__`
+//! gives:
+//!
+//! - for a subclass that overrides `__dlpack__` below the class offering the table (the table
+//!   knows nothing of the override);
+//! - for an object with one of PyTorch's tensor flags set (`requires_grad`, `is_conj()`,
+//!   `is_neg()`): PyTorch 2.11's table exports such a tensor as if no flag were set (a
+//!   conjugate view with the values unconjugated), where its `__dlpack__` refuses one that
+//!   requires grad or is conjugate.
 
 use core::ffi::{CStr, c_int, c_void};
 use core::ptr::{self, NonNull};
@@ -38,10 +50,10 @@ use dlpack_core::ffi::{
 use dlpack_core::{
     CheckedTensor, Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind, Version,
 };
-use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyType, PyWeakrefMethods, PyWeakrefReference};
+use pyo3::types::{PyCapsule, PyString, PyType, PyWeakrefMethods, PyWeakrefReference};
 
 use crate::DLPackTensor;
 use crate::capsule::RawTensor;
@@ -391,8 +403,7 @@ unsafe extern "C" fn current_work_stream(
     }
 }
 
-/// A type already looked at: its address, a weak reference to it, and the address of its table
-/// (0: none).
+/// A type already looked at: its address, a weak reference to it, and what it offers.
 ///
 /// The reference is weak so that a class made at run time can still be freed (with its module
 /// and class attributes); the address is compared first, and the weak reference tells whether
@@ -401,7 +412,10 @@ unsafe extern "C" fn current_work_stream(
 struct Seen {
     type_address: usize,
     type_ref: Py<PyWeakrefReference>,
+    /// The address of the table the consumer may use (0: none).
     api_address: usize,
+    /// Whether instances are asked about PyTorch's tensor flags ([`TypeTable::tensor_flags`]).
+    tensor_flags: bool,
 }
 
 /// Types already looked at.
@@ -409,13 +423,48 @@ static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
 /// How many types [`SEEN`] remembers; later ones are looked up every time.
 const SEEN_CAPACITY: usize = 32;
 
-/// The C exchange API that `obj`'s type offers: a capsule named `"dlpack_exchange_api"` whose
-/// table has DLPack major version 1 and the function consumers need. `None` otherwise, and then
-/// the consumer uses `__dlpack__`.
+/// What a consumer may use of a type: its C exchange API table, and whether its instances
+/// carry PyTorch's tensor flags.
+#[derive(Clone, Copy)]
+pub(crate) struct TypeTable {
+    api: &'static DLPackExchangeAPI,
+    /// The type has `requires_grad`, `is_conj` and `is_neg` (PyTorch's `Tensor` does): state
+    /// that its `__dlpack__` refuses or resolves, and that its table (in PyTorch 2.11) ignores,
+    /// exporting the data as if none were set. [`table_for`] asks each instance.
+    tensor_flags: bool,
+}
+
+/// The C exchange API the consumer may use for `obj`: its type's table ([`type_api`]), unless
+/// `obj` has one of PyTorch's tensor flags set (it requires grad, or has the conjugate or
+/// negative bit), which the table would ignore. `None` sends the consumer to `__dlpack__`,
+/// whose answer (a refusal, or an export that accounts for the flag) then stands.
+pub(crate) fn table_for(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchangeAPI> {
+    let table = type_api(obj)?;
+    if table.tensor_flags && tensor_flag_set(obj) {
+        return None;
+    }
+    Some(table.api)
+}
+
+/// Whether `obj.requires_grad`, `obj.is_conj()` or `obj.is_neg()` is true, or cannot be read
+/// (then `__dlpack__` decides).
+fn tensor_flag_set(obj: &Bound<'_, PyAny>) -> bool {
+    let py = obj.py();
+    let set = |value: PyResult<Bound<'_, PyAny>>| value.and_then(|v| v.is_truthy()).unwrap_or(true);
+    set(obj.getattr(intern!(py, "requires_grad")))
+        || set(obj.call_method0(intern!(py, "is_conj")))
+        || set(obj.call_method0(intern!(py, "is_neg")))
+}
+
+/// The C exchange API that `obj`'s type offers, for the consumer: a capsule named
+/// `"dlpack_exchange_api"` whose table has DLPack major version 1 and the function consumers
+/// need ([`lookup`]), on a type that does not override `__dlpack__` below the class that offers
+/// the table ([`dlpack_of_the_table_class`]). `None` otherwise, and then the consumer uses
+/// `__dlpack__`.
 ///
 /// The answer is remembered per type (for up to 32 live types), so a type that gains or loses
 /// the attribute later is not seen to.
-pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchangeAPI> {
+pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<TypeTable> {
     let ty = obj.get_type();
     let type_address = ty.as_ptr().addr();
     if let Ok(seen) = SEEN.lock()
@@ -427,11 +476,19 @@ pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchange
             .is_some_and(|live| live.is(&ty))
     {
         let address = entry.api_address;
-        // SAFETY: a nonzero address was read from a valid table capsule below; the API requires
-        // the table to live as long as the process, unmodified.
-        return (address != 0).then(|| unsafe { &*(address as *const DLPackExchangeAPI) });
+        return (address != 0).then(|| TypeTable {
+            // SAFETY: a nonzero address was read from a valid table capsule below; the API
+            // requires the table to live as long as the process, unmodified.
+            api: unsafe { &*(address as *const DLPackExchangeAPI) },
+            tensor_flags: entry.tensor_flags,
+        });
     }
-    let api = lookup(&ty);
+    let table = lookup(&ty)
+        .filter(|_| dlpack_of_the_table_class(&ty))
+        .map(|api| TypeTable {
+            api,
+            tensor_flags: has_tensor_flags(&ty),
+        });
     if let Ok(type_ref) = PyWeakrefReference::new(&ty)
         && let Ok(mut seen) = SEEN.lock()
     {
@@ -442,11 +499,52 @@ pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchange
             seen.push(Seen {
                 type_address,
                 type_ref: type_ref.unbind(),
-                api_address: api.map_or(0, |a| ptr::from_ref(a).addr()),
+                api_address: table.map_or(0, |t| ptr::from_ref(t.api).addr()),
+                tensor_flags: table.is_some_and(|t| t.tensor_flags),
             });
         }
     }
-    api
+    table
+}
+
+/// Whether `ty`'s `__dlpack__` is the one of the class that offers its table (or of a base of
+/// that class): a subclass that overrides `__dlpack__` (to refuse, to log, or to export
+/// otherwise) is asked through it, not served by its base's table, which knows nothing of the
+/// override. Found by walking `ty.__mro__` for the first class whose own `__dict__` holds either
+/// name; a failure to read them counts as an override.
+fn dlpack_of_the_table_class(ty: &Bound<'_, PyType>) -> bool {
+    let py = ty.py();
+    let Ok(mro) = ty.getattr(intern!(py, "__mro__")) else {
+        return false;
+    };
+    let Ok(classes) = mro.try_iter() else {
+        return false;
+    };
+    for class in classes {
+        let Ok(namespace) = class.and_then(|c| c.getattr(intern!(py, "__dict__"))) else {
+            return false;
+        };
+        let holds = |name: &Bound<'_, PyString>| namespace.contains(name).unwrap_or(false);
+        if holds(intern!(py, "__dlpack_c_exchange_api__")) {
+            return true;
+        }
+        if holds(intern!(py, "__dlpack__")) {
+            return false;
+        }
+    }
+    false
+}
+
+/// Whether instances of `ty` have PyTorch's tensor flags ([`TypeTable::tensor_flags`]).
+fn has_tensor_flags(ty: &Bound<'_, PyType>) -> bool {
+    let py = ty.py();
+    [
+        intern!(py, "requires_grad"),
+        intern!(py, "is_conj"),
+        intern!(py, "is_neg"),
+    ]
+    .into_iter()
+    .all(|name| ty.hasattr(name).unwrap_or(false))
 }
 
 fn lookup(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
@@ -482,12 +580,22 @@ pub(crate) fn export_through(
     // callable with any instance of it while attached (we are); `out` is a valid out-pointer.
     let status = unsafe { export(obj.as_ptr().cast(), &mut out) };
     if status != 0 {
-        return Err(PyErr::fetch(py));
+        return Err(failed(py, "managed_tensor_from_py_object_no_sync"));
     }
     NonNull::new(out).map(RawTensor::Versioned).ok_or_else(|| {
         PyBufferError::new_err(
             "managed_tensor_from_py_object_no_sync succeeded but returned a NULL tensor",
         )
+    })
+}
+
+/// The exception a table function that returned -1 set, or a `SystemError` naming it if it set
+/// none (`PyErr::fetch` would panic in a debug build).
+pub(crate) fn failed(py: Python<'_>, function: &str) -> PyErr {
+    PyErr::take(py).unwrap_or_else(|| {
+        PySystemError::new_err(format!(
+            "the DLPack exchange API's {function} failed without setting an exception"
+        ))
     })
 }
 

@@ -788,17 +788,24 @@ impl Exporter {
     /// `CudaHooks::new`, say) must therefore make the default stream wait for it first, or the
     /// consumer could read before the writes land. For CUDA this is stream ordering on the
     /// device (an event and a wait), never a host synchronisation, and nothing at all for hooks
-    /// on the default stream, for host tensors and for tensors without hooks. A device whose
+    /// on the default stream and for host tensors. A tensor without hooks that `__dlpack__()`
+    /// would have to order is refused, as `__dlpack__()` refuses it. A device whose
     /// `__dlpack__()` does not synchronise (oneAPI, where `stream=None` means no
     /// synchronisation, as in dpctl) has no default stream for the consumer to wait on, and
     /// `current_work_stream` names none: there the hooks make the data ready for the host
     /// (`StreamRequest::Default`; dlpack-oneapi waits for the producer's queue).
     pub(crate) fn order_before_default_stream(&self) -> Result<(), Error> {
-        let Some(hooks) = self.hooks.as_deref() else {
-            return Ok(());
-        };
         let device = self.tensor.device();
-        match ExportArgs::default().decide(device)?.sync {
+        let sync = ExportArgs::default().decide(device)?.sync;
+        let Some(hooks) = self.hooks.as_deref() else {
+            // As `__dlpack__()` does: a tensor it would order on a stream, or wait for, is not
+            // handed over without the hooks that do it.
+            return match sync {
+                SyncAction::Nothing => Ok(()),
+                SyncAction::Stream(_) | SyncAction::Host => Err(Error::NoHook { device }),
+            };
+        };
+        match sync {
             SyncAction::Stream(request) => hooks.make_ready(device, request),
             // Pinned and managed memory: `__dlpack__()` waits on the host for it (a CPU reader
             // may take it in place), but this API's consumer waits on the default stream, so

@@ -182,7 +182,7 @@ unsafe fn import(
                 // the caller promised.
                 return unsafe { raw.into_managed(writable) };
             }
-        } else if let Some(api) = crate::exchange::type_api(obj) {
+        } else if let Some(api) = crate::exchange::table_for(obj) {
             let raw = crate::exchange::export_through(obj, api)?;
             // SAFETY: the exchange API handed us an owned, well-formed versioned tensor;
             // writability as the caller promised.

@@ -60,6 +60,45 @@ def test_a_torch_tensor_comes_through_the_c_exchange_api(m, torch, monkeypatch):
     assert (r["data_ptr"], r["kind"], r["values"]) == (t.data_ptr(), "Device", VALUES)
 
 
+def test_torch_tensors_the_table_would_misdescribe_go_through_dlpack(m, torch, monkeypatch):
+    """PyTorch's table exports a tensor as if it had no flags: a conjugate view with its values
+    unconjugated, a tensor that requires grad although `__dlpack__` refuses it. Those, and a
+    subclass overriding `__dlpack__`, are asked through `__dlpack__`, whose answer stands."""
+    called = []
+    original = torch.Tensor.__dlpack__
+
+    def counting(self, *args, **kwargs):
+        called.append(type(self).__name__)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", counting)
+    z = torch.tensor([1 + 2j, 3 - 4j], device="cuda")
+    with pytest.raises(BufferError, match="conjugate bit"):
+        m.cuda_import_report(z.conj())
+    with pytest.raises(BufferError, match="require gradient"):
+        m.cuda_import_report(torch.ones(3, device="cuda", requires_grad=True))
+    with pytest.raises(BufferError, match="require gradient"):
+        m.cuda_import_report(torch.nn.Parameter(torch.ones(3, device="cuda")))
+    assert called == ["Tensor", "Tensor", "Parameter"]
+    called.clear()
+    # The negative bit (`z.conj().imag` is a view of z's imaginary parts, negated lazily):
+    # whatever `__dlpack__` gives, it is asked.
+    negated = z.conj().imag
+    assert negated.is_neg()
+    try:
+        m.cuda_import_report(negated)
+    except BufferError:
+        pass
+    assert called == ["Tensor"]
+
+    class Refusing(torch.Tensor):
+        def __dlpack__(self, *args, **kwargs):
+            raise BufferError("Refusing refuses")
+
+    with pytest.raises(BufferError, match="Refusing refuses"):
+        m.cuda_import_report(torch.ones(3, device="cuda").as_subclass(Refusing))
+
+
 def test_a_transposed_torch_tensor_keeps_its_strides(m, torch):
     t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4).T
     r = m.cuda_import_report(t)

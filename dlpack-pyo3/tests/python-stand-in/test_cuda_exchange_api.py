@@ -35,8 +35,9 @@ class Table(ctypes.Structure):
     ]
 
 
-# What the table's current_work_stream answers: a stream handle, or None to fail with -1.
-STATE = {"stream": 0, "queries": []}
+# What the table's current_work_stream answers (a stream handle, or None to fail with -1), and
+# whether its managed_tensor_from_py_object_no_sync fails (with -1 and no exception).
+STATE = {"stream": 0, "queries": [], "export_fails": False}
 
 _get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
 _get_pointer.restype = ctypes.c_void_p
@@ -55,6 +56,8 @@ _API_NAME = b"dlpack_exchange_api"
 
 
 def _from_py_object(obj, out):
+    if STATE["export_fails"]:
+        return -1
     producer = ctypes.cast(obj, ctypes.py_object).value
     producer.exchange_exports += 1
     # Without synchronisation, as the table's function promises (a CPU tensor takes no stream).
@@ -100,6 +103,33 @@ class Producer:
         return self.inner.__dlpack__(**kwargs)
 
 
+class FlaggedProducer(Producer):
+    """A producer with PyTorch's tensor flags (`requires_grad`, `is_conj()`, `is_neg()`), which
+    PyTorch 2.11's table ignores: an instance with one set must go the `__dlpack__` way."""
+
+    def __init__(self, inner, flag=None):
+        super().__init__(inner)
+        self.flag = flag
+
+    @property
+    def requires_grad(self):
+        return self.flag == "requires_grad"
+
+    def is_conj(self):
+        return self.flag == "conj"
+
+    def is_neg(self):
+        return self.flag == "neg"
+
+
+class Overriding(Producer):
+    """A subclass that overrides `__dlpack__`, which its base's table knows nothing of."""
+
+    def __dlpack__(self, **kwargs):
+        self.protocol_calls += 1
+        raise BufferError("Overriding refuses")
+
+
 @pytest.fixture
 def stream():
     """A stream of the stand-in's device 0, as a producer's current work stream."""
@@ -117,9 +147,9 @@ def stream():
 
 @pytest.fixture(autouse=True)
 def reset():
-    STATE.update(stream=0, queries=[])
+    STATE.update(stream=0, queries=[], export_fails=False)
     yield
-    STATE.update(stream=0, queries=[])
+    STATE.update(stream=0, queries=[], export_fails=False)
 
 
 def test_the_named_stream_is_waited_for_without_a_python_call(m, stream):
@@ -157,9 +187,38 @@ def test_a_failing_current_work_stream_is_an_error_and_the_tensor_is_deleted(m):
     inner, _ = m.cuda_f32(VALUES, [12])
     producer = Producer(inner)
     STATE["stream"] = None
-    with pytest.raises(SystemError):
+    with pytest.raises(SystemError, match="current_work_stream failed without setting an"):
         m.cuda_import_report(producer)
     assert (producer.exchange_exports, producer.protocol_calls) == (1, 0)
+
+
+def test_a_failing_export_without_an_exception_is_an_error_not_a_panic(m):
+    producer = Producer(m.cuda_f32(VALUES, [12])[0])
+    STATE["export_fails"] = True
+    with pytest.raises(SystemError, match="managed_tensor_from_py_object_no_sync failed"):
+        m.cuda_import_report(producer)
+    assert (producer.exchange_exports, producer.protocol_calls) == (0, 0)
+
+
+@pytest.mark.parametrize("flag", ["requires_grad", "conj", "neg"])
+def test_a_tensor_flag_the_table_ignores_sends_the_import_through_dlpack(m, flag):
+    inner, address = m.cuda_f32(VALUES, [12])
+    producer = FlaggedProducer(inner, flag)
+    r = m.cuda_import_report(producer)
+    assert (producer.exchange_exports, producer.protocol_calls) == (0, 2)
+    assert (r["data_ptr"], r["values"]) == (address, VALUES)
+    # Without a flag set, the table serves the same type.
+    unflagged = FlaggedProducer(inner)
+    m.cuda_import_report(unflagged)
+    assert (unflagged.exchange_exports, unflagged.protocol_calls) == (1, 0)
+
+
+def test_a_subclass_overriding_dlpack_is_asked_through_its_override(m):
+    producer = Overriding(m.cuda_f32(VALUES, [12])[0])
+    with pytest.raises(BufferError, match="Overriding refuses"):
+        m.cuda_import_report(producer)
+    assert producer.exchange_exports == 0
+    assert producer.protocol_calls == 2, "__dlpack_device__, then the override"
 
 
 def test_a_cpu_tensor_from_the_table_is_refused_as_through_dlpack(m):

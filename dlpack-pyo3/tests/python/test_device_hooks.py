@@ -75,9 +75,15 @@ def test_the_exchange_api_orders_a_device_tensor_before_the_default_stream(m):
     # Pinned memory too (which `__dlpack__()` without a stream waits for on the host).
     m.exchange_roundtrip(tensor(m, CUDA_HOST))
     assert m.hook_log() == ["make_ready cuda_host:0 Default"]
-    # Without hooks (the producer orders its own work) and on the host: nothing to do.
-    m.exchange_roundtrip(tensor(m, CUDA, hooks=False))
+    # On the host: nothing to do.
     m.exchange_roundtrip(tensor(m, 1))
+    assert m.hook_log() == []
+    # A device tensor without hooks cannot be ordered before the default stream: refused, as
+    # `__dlpack__()` refuses it (a consumer through the table would otherwise read it unordered).
+    hookless = tensor(m, CUDA, hooks=False)
+    for export in (lambda: hookless.__dlpack__(), lambda: m.exchange_roundtrip(hookless)):
+        with pytest.raises(BufferError, match="no device hook handles cuda:0"):
+            export()
     assert m.hook_log() == []
 
 

@@ -56,17 +56,38 @@ def test_rust_importer_takes_tvm_tensors(m):
 
 
 def test_rust_importer_uses_a_producers_c_exchange_api(m):
-    calls = []
+    looked_up = []
 
     class Spy(tvm_ffi.core.DLTensorTestWrapper):
+        # Sees every lookup of `__dlpack__`, the Rust importer's included, without overriding
+        # it (an override would send the importer to it: see the next test).
+        def __getattribute__(self, name):
+            if name == "__dlpack__":
+                looked_up.append(name)
+            return super().__getattribute__(name)
+
+    a = np.arange(5, dtype=np.float64)
+    w = Spy(tvm_ffi.from_dlpack(a))
+    assert m.exchange_version(type(w)) == (1, 3)
+    w.__dlpack__
+    assert looked_up == ["__dlpack__"], "the spy sees lookups"
+    looked_up.clear()
+    got = m.import_report(w)
+    assert got["data_ptr"] == a.ctypes.data
+    assert m.import_values(w) == a.tolist()
+    assert looked_up == [], "the C exchange API was not used"
+
+
+def test_a_subclass_overriding_dlpack_is_asked_through_it_not_its_bases_table(m):
+    calls = []
+
+    class Overriding(tvm_ffi.core.DLTensorTestWrapper):
         def __dlpack__(self, **kwargs):
             calls.append(kwargs)
             return super().__dlpack__(**kwargs)
 
     a = np.arange(5, dtype=np.float64)
-    w = Spy(tvm_ffi.from_dlpack(a))
-    assert m.exchange_version(type(w)) == (1, 3)
-    got = m.import_report(w)
-    assert got["data_ptr"] == a.ctypes.data
-    assert m.import_values(w) == a.tolist()
-    assert calls == [], "the C exchange API was not used"
+    w = Overriding(tvm_ffi.from_dlpack(a))
+    assert m.exchange_version(type(w)) == (1, 3), "the table is there"
+    assert m.import_report(w)["data_ptr"] == a.ctypes.data
+    assert len(calls) == 1, "the override was asked"

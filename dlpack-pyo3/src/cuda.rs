@@ -27,9 +27,12 @@
 //! - a pinned or managed tensor from the table is deleted and taken again through `__dlpack__`,
 //!   which serves a stream for those too;
 //! - a subclass that overrides `__dlpack__` is asked through its override;
-//! - a PyTorch tensor that requires grad, or has its conjugate or negative bit set, is asked
-//!   through `__dlpack__`, which refuses it or accounts for the bit: PyTorch's table exports
-//!   such a tensor as if no flag were set.
+//! - a PyTorch tensor that requires grad or has its conjugate bit set is asked through
+//!   `__dlpack__`, which refuses it: PyTorch's table exports such a tensor as if no flag were
+//!   set.
+//!
+//! A PyTorch tensor with its negative bit set is refused (`BufferError`): its memory holds the
+//! values negated, and neither PyTorch's table nor its `__dlpack__` says so.
 //!
 //! Out to Python, a Rust CUDA tensor is a [`DLPackTensor`] with the hooks attached
 //! ([`DLPackTensor::with_hooks`]): its `__dlpack__(stream=s)` then records an event on the
@@ -118,7 +121,9 @@ use crate::{ImportOptions, from_dlpack_with, from_dlpack_writable, to_py_err};
 /// Those of [`crate::from_dlpack`], and an exception for a `__dlpack_device__` that fails or
 /// answers with something other than a pair of `int`s; `BufferError` for a tensor that is not
 /// on a CUDA device type (`kDLCUDA`, `kDLCUDAHost`, `kDLCUDAManaged`), whose claim the driver
-/// contradicts (it is deleted then), or when a driver call fails.
+/// contradicts (it is deleted then), or when a driver call fails. Through a C exchange API
+/// table: the exception its function set (a `SystemError` if it set none), and `BufferError`
+/// for a PyTorch tensor with its negative bit set (see the [module](self) docs).
 pub fn from_dlpack_cuda(obj: &Bound<'_, PyAny>, hooks: &CudaHooks) -> PyResult<CudaImport> {
     // SAFETY: read-only.
     if let Some(import) = unsafe { through_exchange_api(obj, hooks, false) }? {
@@ -171,7 +176,7 @@ unsafe fn through_exchange_api(
     hooks: &CudaHooks,
     writable: bool,
 ) -> PyResult<Option<CudaImport>> {
-    let Some(api) = crate::exchange::table_for(obj) else {
+    let Some(api) = crate::exchange::table_for(obj)? else {
         return Ok(None);
     };
     let Some(current_work_stream) = api.current_work_stream else {

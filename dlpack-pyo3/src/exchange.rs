@@ -33,10 +33,13 @@
 //!
 //! - for a subclass that overrides `__dlpack__` below the class offering the table (the table
 //!   knows nothing of the override);
-//! - for an object with one of PyTorch's tensor flags set (`requires_grad`, `is_conj()`,
-//!   `is_neg()`): PyTorch 2.11's table exports such a tensor as if no flag were set (a
-//!   conjugate view with the values unconjugated), where its `__dlpack__` refuses one that
-//!   requires grad or is conjugate.
+//! - for an object with one of PyTorch's tensor flags set (`requires_grad`, `is_conj()`): PyTorch
+//!   2.11's table exports such a tensor as if no flag were set (a conjugate view with the values
+//!   unconjugated), where its `__dlpack__` refuses it.
+//!
+//! A PyTorch tensor with its negative bit set (`is_neg()`) is refused with a `BufferError`: its
+//! memory holds the values negated, and both PyTorch's table and its `__dlpack__` export it
+//! without saying so (PyTorch's own `torch.from_dlpack` of one gives the values negated).
 
 use core::ffi::{CStr, c_int, c_void};
 use core::ptr::{self, NonNull};
@@ -435,26 +438,42 @@ pub(crate) struct TypeTable {
 }
 
 /// The C exchange API the consumer may use for `obj`: its type's table ([`type_api`]), unless
-/// `obj` has one of PyTorch's tensor flags set (it requires grad, or has the conjugate or
-/// negative bit), which the table would ignore. `None` sends the consumer to `__dlpack__`,
-/// whose answer (a refusal, or an export that accounts for the flag) then stands.
-pub(crate) fn table_for(obj: &Bound<'_, PyAny>) -> Option<&'static DLPackExchangeAPI> {
-    let table = type_api(obj)?;
-    if table.tensor_flags && tensor_flag_set(obj) {
-        return None;
+/// `obj` has one of PyTorch's tensor flags set that the table would ignore.
+///
+/// - `requires_grad` or the conjugate bit: `None`, which sends the consumer to `__dlpack__`,
+///   whose refusal then stands.
+/// - The negative bit: a `BufferError`. The tensor's memory holds its values negated, and
+///   PyTorch's `__dlpack__` (2.11) exports it without saying so, as its table does: PyTorch's
+///   own `torch.from_dlpack` of such a view gives the values negated (seen on an H200).
+///
+/// A flag that cannot be read sends the consumer to `__dlpack__`.
+pub(crate) fn table_for(obj: &Bound<'_, PyAny>) -> PyResult<Option<&'static DLPackExchangeAPI>> {
+    let Some(table) = type_api(obj) else {
+        return Ok(None);
+    };
+    if !table.tensor_flags {
+        return Ok(Some(table.api));
     }
-    Some(table.api)
+    let py = obj.py();
+    let set = |value: PyResult<Bound<'_, PyAny>>| value.and_then(|v| v.is_truthy());
+    match set(obj.call_method0(intern!(py, "is_neg"))) {
+        Ok(false) => {}
+        Ok(true) => return Err(PyBufferError::new_err(NEGATIVE_BIT)),
+        Err(_) => return Ok(None),
+    }
+    let flagged = |value| set(value).unwrap_or(true);
+    if flagged(obj.getattr(intern!(py, "requires_grad")))
+        || flagged(obj.call_method0(intern!(py, "is_conj")))
+    {
+        return Ok(None);
+    }
+    Ok(Some(table.api))
 }
 
-/// Whether `obj.requires_grad`, `obj.is_conj()` or `obj.is_neg()` is true, or cannot be read
-/// (then `__dlpack__` decides).
-fn tensor_flag_set(obj: &Bound<'_, PyAny>) -> bool {
-    let py = obj.py();
-    let set = |value: PyResult<Bound<'_, PyAny>>| value.and_then(|v| v.is_truthy()).unwrap_or(true);
-    set(obj.getattr(intern!(py, "requires_grad")))
-        || set(obj.call_method0(intern!(py, "is_conj")))
-        || set(obj.call_method0(intern!(py, "is_neg")))
-}
+/// Why a PyTorch tensor with its negative bit set is refused ([`table_for`]).
+const NEGATIVE_BIT: &str = "a PyTorch tensor with its negative bit set (is_neg()) cannot be \
+    imported as is: its memory holds its values negated, and PyTorch's DLPack export does not say \
+    so; expected a tensor without it: call .resolve_neg() first";
 
 /// The C exchange API that `obj`'s type offers, for the consumer: a capsule named
 /// `"dlpack_exchange_api"` whose table has DLPack major version 1 and the function consumers

@@ -98,7 +98,10 @@ pub struct ImportOptions {
 /// is not a DLPack capsule; `ValueError` for a capsule already consumed; `BufferError` for a
 /// tensor that fails dlpack-core's validation. A refused capsule keeps its name and its tensor,
 /// which its destructor deletes (or another consumer takes), except a versioned tensor of
-/// another major version, which is deleted, as DLPack requires.
+/// another major version, which is deleted, as DLPack requires. Through the object's C
+/// exchange API table (see [`crate::exchange`]): the exception its function set (a
+/// `SystemError` if it set none), and `BufferError` for a PyTorch tensor with its negative bit
+/// set.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     from_dlpack_with(obj, &ImportOptions::default())
 }
@@ -182,7 +185,7 @@ unsafe fn import(
                 // the caller promised.
                 return unsafe { raw.into_managed(writable) };
             }
-        } else if let Some(api) = crate::exchange::table_for(obj) {
+        } else if let Some(api) = crate::exchange::table_for(obj)? {
             let raw = crate::exchange::export_through(obj, api)?;
             // SAFETY: the exchange API handed us an owned, well-formed versioned tensor;
             // writability as the caller promised.

@@ -98,10 +98,10 @@ pub struct ImportOptions {
 /// is not a DLPack capsule; `ValueError` for a capsule already consumed; `BufferError` for a
 /// tensor that fails dlpack-core's validation. A refused capsule keeps its name and its tensor,
 /// which its destructor deletes (or another consumer takes), except a versioned tensor of
-/// another major version, which is deleted, as DLPack requires. Through the object's C
-/// exchange API table (see [`crate::exchange`]): the exception its function set (a
+/// another major version, which is deleted, as DLPack requires. Through the C exchange API
+/// table of the object's type (`__dlpack_c_exchange_api__`): the exception its function set (a
 /// `SystemError` if it set none), and `BufferError` for a PyTorch tensor with its negative bit
-/// set.
+/// set (its memory holds the values negated, and PyTorch's exports do not say so).
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     from_dlpack_with(obj, &ImportOptions::default())
 }

@@ -18,7 +18,7 @@
 //! to wait for the stream the table names as the producer's current one (`current_work_stream`,
 //! through [`CudaHooks::wait_for_stream`]: an event, or nothing when that is the hooks' stream).
 //! The stream ordering is the one `__dlpack__(stream=s)` gives, without its cost: on an H200 a
-//! PyTorch import took 0.4 µs this way and about 15 µs through `__dlpack__`, nearly all of it
+//! PyTorch import took 0.7 µs this way and about 15 µs through `__dlpack__`, nearly all of it
 //! in PyTorch's own `__dlpack_device__` and `__dlpack__(stream=1)` (docs/benchmarks.md).
 //!
 //! The `__dlpack__` route is still taken where the table would not give what `__dlpack__`

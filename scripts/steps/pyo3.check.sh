@@ -32,6 +32,20 @@ pyo3_stand_in="$pyo3_target/debug/libdlpack_cuda_test_driver.so"
 DLPACK_CUDA_TEST_DRIVER="$pyo3_stand_in" DLPACK_TESTMOD_DIR="$pyo3_ext" .venv/bin/python -m pytest \
     -q -p no:cacheprovider "$ROOT/dlpack-pyo3/tests/python-stand-in"
 
+# The same two folders against a debug build of the module (debug assertions on, as
+# `maturin develop` builds it): what only such a build checks (pyo3 panics in debug builds
+# where a C API contract is broken, `debug_assert!`s) must not fire either.
+step "dlpack-pyo3 Python and stand-in tests against a debug build of the module"
+PYO3_BUILD_EXTENSION_MODULE=1 cargo build --quiet --profile pyext-debug -p dlpack-pyo3-testmod \
+    --features cuda,oneapi
+pyo3_ext_debug="$pyo3_target/dlpack-pyo3-python-debug"
+mkdir -p "$pyo3_ext_debug"
+cp "$pyo3_target/pyext-debug/libdlpack_testmod.so" "$pyo3_ext_debug/dlpack_testmod.abi3.so"
+DLPACK_TESTMOD_DIR="$pyo3_ext_debug" .venv/bin/python -m pytest -q -p no:cacheprovider \
+    "$ROOT/dlpack-pyo3/tests/python"
+DLPACK_CUDA_TEST_DRIVER="$pyo3_stand_in" DLPACK_TESTMOD_DIR="$pyo3_ext_debug" .venv/bin/python -m pytest \
+    -q -p no:cacheprovider "$ROOT/dlpack-pyo3/tests/python-stand-in"
+
 # The oneAPI path of the module (Rust USM tensors out to Python and back, the queue handshake
 # named by `stream`, what dpctl-style producers are passed, NumPy's copy to the host, device
 # claims Level Zero refutes) through Debian's Level Zero loader (oneapi.setup.sh installs it)

@@ -13,7 +13,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::{Data, Foreign};
+use common::{Data, DropCounter, Foreign};
 use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use dlpack_core::protocol::StreamRequest;
 use dlpack_core::{
@@ -56,13 +56,7 @@ struct Counted {
     len: i64,
     dtype: DataType,
     flags: Flags,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.drops.fetch_add(1, Ordering::SeqCst);
-    }
+    _drops: DropCounter,
 }
 
 // SAFETY: describes `len` elements of `dtype` at the start of its own heap `Vec`, which holds
@@ -231,7 +225,7 @@ fn exported_deleters_ignore_null() {
         len: 4,
         dtype: DataType::U8,
         flags: Flags::empty(),
-        drops: Arc::clone(&drops),
+        _drops: DropCounter::new(&drops),
     };
     let raw = ManagedTensor::export_raw(producer()).unwrap().as_ptr();
     // SAFETY: a live block we own; its deleter accepts NULL (the DLPack rule for deleters).
@@ -266,7 +260,7 @@ fn a_padded_sub_byte_producer_cannot_be_exported_as_legacy_and_is_dropped_once()
         len: 3,
         dtype: FP4,
         flags: Flags::IS_SUBBYTE_TYPE_PADDED,
-        drops: Arc::clone(&drops),
+        _drops: DropCounter::new(&drops),
     };
     for i in 0..2 {
         let err = if i == 0 {
@@ -923,12 +917,9 @@ fn give_buffer_vec_leaves_a_slot_of_another_type_alone() {
 }
 
 /// A producer that sets `GIVES_VEC` but keeps the default `give_vec`, which gives nothing.
-struct KeepsVec(Vec<u8>, Arc<AtomicUsize>);
-
-impl Drop for KeepsVec {
-    fn drop(&mut self) {
-        self.1.fetch_add(1, Ordering::SeqCst);
-    }
+struct KeepsVec {
+    data: Vec<u8>,
+    _drops: DropCounter,
 }
 
 // SAFETY: its own heap Vec, whole, row-major, writable; valid until dropped.
@@ -938,16 +929,20 @@ unsafe impl Export for KeepsVec {
         1
     }
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape[0] = self.0.len() as i64;
+        shape[0] = self.data.len() as i64;
         strides[0] = 1;
-        ExportDesc::host(self.0.as_mut_ptr())
+        ExportDesc::host(self.data.as_mut_ptr())
     }
 }
 
 #[test]
 fn into_vec_of_a_producer_that_gives_nothing_returns_the_tensor() {
     let drops = Arc::new(AtomicUsize::new(0));
-    let t = ManagedTensor::export(KeepsVec(vec![4, 5], Arc::clone(&drops))).unwrap();
+    let t = ManagedTensor::export(KeepsVec {
+        data: vec![4, 5],
+        _drops: DropCounter::new(&drops),
+    })
+    .unwrap();
     let t = t.into_vec::<u8>().unwrap_err();
     assert_eq!(drops.load(Ordering::SeqCst), 0);
     assert_eq!(t.to_vec::<u8>().unwrap(), [4, 5]);
@@ -956,12 +951,9 @@ fn into_vec_of_a_producer_that_gives_nothing_returns_the_tensor() {
 }
 
 /// A producer whose description reaches past the allocation it names.
-struct Overreaching(Vec<u8>, Arc<AtomicUsize>);
-
-impl Drop for Overreaching {
-    fn drop(&mut self) {
-        self.1.fetch_add(1, Ordering::SeqCst);
-    }
+struct Overreaching {
+    data: Vec<u8>,
+    _drops: DropCounter,
 }
 
 // SAFETY: names its allocation, so the export checks the reach and refuses it before anyone
@@ -971,12 +963,12 @@ unsafe impl Export for Overreaching {
         1
     }
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        shape[0] = self.0.len() as i64 + 1;
+        shape[0] = self.data.len() as i64 + 1;
         strides[0] = 1;
-        let start = self.0.as_ptr().addr();
+        let start = self.data.as_ptr().addr();
         ExportDesc {
-            allocation: Some(start..start + self.0.len()),
-            ..ExportDesc::host(self.0.as_mut_ptr())
+            allocation: Some(start..start + self.data.len()),
+            ..ExportDesc::host(self.data.as_mut_ptr())
         }
     }
 }
@@ -984,7 +976,10 @@ unsafe impl Export for Overreaching {
 #[test]
 fn every_export_refuses_a_reach_past_the_named_allocation_and_drops_the_producer_once() {
     let drops = Arc::new(AtomicUsize::new(0));
-    let p = || Overreaching(vec![0; 4], Arc::clone(&drops));
+    let p = || Overreaching {
+        data: vec![0; 4],
+        _drops: DropCounter::new(&drops),
+    };
     let is_outside = |e: Error| {
         matches!(e, Error::SpanOutsideAllocation { start, end, alloc_start, alloc_end }
             if end - start == 5 && alloc_end - alloc_start == 4 && start == alloc_start)

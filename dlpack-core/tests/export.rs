@@ -6,17 +6,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use dlpack_core::{
     DataType, Device, Element, Error, Export, ExportDesc, Flags, ManagedTensor, Version,
 };
+use dlpack_testing::DropCounter;
 
 /// A producer that counts its drops, to prove the deleter drops it exactly once.
 struct Counted {
     data: Vec<i32>,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.drops.fetch_add(1, Ordering::SeqCst);
-    }
+    _drops: DropCounter,
 }
 
 // SAFETY: describes the Vec's own initialised, writable buffer, which stays in place while self
@@ -37,7 +32,7 @@ fn counted(n: i32) -> (Counted, Arc<AtomicUsize>) {
     (
         Counted {
             data: (0..n).collect(),
-            drops: drops.clone(),
+            _drops: DropCounter::new(&drops),
         },
         drops,
     )
@@ -351,11 +346,8 @@ fn inline_producers_are_described_at_their_final_address() {
 
 #[test]
 fn a_producer_with_too_many_dimensions_is_refused_and_dropped() {
-    struct Deep(Arc<AtomicUsize>);
-    impl Drop for Deep {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
+    struct Deep {
+        _drops: DropCounter,
     }
     // SAFETY: never described: the export refuses it first.
     unsafe impl Export for Deep {
@@ -367,7 +359,10 @@ fn a_producer_with_too_many_dimensions_is_refused_and_dropped() {
         }
     }
     let drops = Arc::new(AtomicUsize::new(0));
-    let err = ManagedTensor::export(Deep(drops.clone())).unwrap_err();
+    let err = ManagedTensor::export(Deep {
+        _drops: DropCounter::new(&drops),
+    })
+    .unwrap_err();
     assert!(matches!(err, Error::BadNdim { ndim: 1025 }), "{err}");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
@@ -378,13 +373,7 @@ struct Strided {
     shape: Vec<usize>,
     strides: Vec<isize>,
     offset: u64,
-    drops: Arc<AtomicUsize>,
-}
-
-impl Drop for Strided {
-    fn drop(&mut self) {
-        self.drops.fetch_add(1, Ordering::SeqCst);
-    }
+    _drops: DropCounter,
 }
 
 // SAFETY: `describe_buffer` describes memory inside `data` only; export checks the layout
@@ -412,7 +401,7 @@ fn strided(shape: Vec<usize>, strides: Vec<isize>, offset: u64) -> (Strided, Arc
         shape,
         strides,
         offset,
-        drops: drops.clone(),
+        _drops: DropCounter::new(&drops),
     };
     (s, drops)
 }

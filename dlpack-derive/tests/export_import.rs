@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use dlpack_core::{
     Buffer, CheckedTensor, DLPack, DataType, Device, DeviceType, Element, Error, ManagedTensor,
 };
+use dlpack_testing::DropCounter;
 
 /// A plain row-major matrix.
 #[derive(DLPack, Debug, PartialEq)]
@@ -80,16 +81,6 @@ struct Frozen {
     shape: [usize; 1],
 }
 
-/// Counts how often it is dropped.
-#[derive(Debug)]
-struct DropCounter(Arc<AtomicUsize>);
-
-impl Drop for DropCounter {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// A field without `Default` is fine when the struct only exports.
 #[derive(DLPack, Debug)]
 #[dlpack(export_only)]
@@ -107,7 +98,7 @@ fn counted(data: Vec<f32>) -> (Counted, Arc<AtomicUsize>) {
     let value = Counted {
         data,
         shape,
-        _counter: DropCounter(drops.clone()),
+        _counter: DropCounter::new(&drops),
     };
     (value, drops)
 }

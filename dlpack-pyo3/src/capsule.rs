@@ -367,18 +367,13 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use dlpack_core::{Export, ExportDesc};
+    use dlpack_testing::DropCounter;
     use pyo3::exceptions::{PyTypeError, PyValueError};
 
     /// A producer that counts its drops, which is when the tensor's deleter ran.
     struct Counted {
         data: Vec<f32>,
-        drops: Arc<AtomicUsize>,
-    }
-
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.drops.fetch_add(1, Ordering::SeqCst);
-        }
+        _drops: DropCounter,
     }
 
     // SAFETY: describes the Vec's own buffer (initialised, owned, in place while self lives).
@@ -397,7 +392,7 @@ mod tests {
         let drops = Arc::new(AtomicUsize::new(0));
         let producer = Counted {
             data: vec![1.0, 2.0, 3.0],
-            drops: drops.clone(),
+            _drops: DropCounter::new(&drops),
         };
         (producer, drops)
     }

@@ -14,7 +14,8 @@
 //! fixture runs under Miri with `-Zmiri-strict-provenance`.
 //!
 //! [`StridedVec`] exports any layout over a `Vec` through dlpack-core's own export path, for
-//! adapters' tests of layouts no array library produces.
+//! adapters' tests of layouts no array library produces; [`DropCounter`] counts a producer's
+//! drops.
 //!
 //! [`import_check`] holds the import invariant that dlpack-core's property test and the fuzz
 //! target check on every foreign tensor they draw; [`c_layout`] the checks of Rust bindings
@@ -35,6 +36,24 @@ pub mod harness;
 mod strided;
 
 pub use strided::StridedVec;
+
+/// Adds one to a shared count when dropped: a field of a test producer (or of a derived struct)
+/// that shows when, and how often, a tensor's deleter drops the producer.
+#[derive(Debug)]
+pub struct DropCounter(Arc<AtomicUsize>);
+
+impl DropCounter {
+    /// A value that counts its drop into `count`.
+    pub fn new(count: &Arc<AtomicUsize>) -> Self {
+        DropCounter(Arc::clone(count))
+    }
+}
+
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
 
 /// How a `shape` or `strides` field is filled.
 #[derive(Clone, Debug)]

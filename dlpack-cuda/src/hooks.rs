@@ -180,18 +180,15 @@ impl<D: Driver> HookLogic<D> {
     pub(crate) unsafe fn wait_for(&self, device: Device, producer: usize) -> Result<(), Error> {
         self.check_handled(device)?;
         let queue = self.queue(device);
-        let consumer = self.handle(queue);
-        let producer = normalise(producer);
-        if producer == consumer {
-            return Ok(());
-        }
         // SAFETY: the caller's contract.
-        unsafe { self.order(queue, producer, consumer) }
+        unsafe { self.order(queue, normalise(producer), self.handle(queue)) }
     }
 
-    /// Orders `consumer`'s later work after what is queued on `producer` so far: an event
-    /// created in the queue's context, recorded on `producer` and waited on by `consumer`, then
-    /// destroyed (a wait already queued keeps it alive in the driver until it is over).
+    /// Orders `consumer`'s later work after what is queued on `producer` so far: nothing when
+    /// they are one stream (its own order does it), else an event created in the queue's
+    /// context, recorded on `producer` and waited on by `consumer`, then destroyed (a wait
+    /// already queued keeps it alive in the driver until it is over). Both are normalised
+    /// handles (the null stream written as 1).
     ///
     /// # Safety
     /// `producer` is 1, 2, or a live stream of the queue's context.
@@ -201,6 +198,9 @@ impl<D: Driver> HookLogic<D> {
         producer: usize,
         consumer: usize,
     ) -> Result<(), Error> {
+        if producer == consumer {
+            return Ok(());
+        }
         let event = self.driver.create_event(queue)?;
         // SAFETY: the caller's contract.
         let ordered = unsafe { self.driver.record_event(queue, producer, event) }
@@ -245,10 +245,6 @@ unsafe impl<D: Driver> DeviceHooks for HookLogic<D> {
             StreamRequest::Handle(handle) => normalise(handle),
         };
         let queue = self.queue(device);
-        if consumer == self.handle(queue) {
-            // One stream: its own order already puts the consumer's work after ours.
-            return Ok(());
-        }
         // SAFETY: the queue's own stream, alive while `queue` borrows it (1 for none).
         unsafe { self.order(queue, self.handle(queue), consumer) }
     }

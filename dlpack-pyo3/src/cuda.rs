@@ -187,13 +187,15 @@ unsafe fn through_exchange_api(
     // the caller promised.
     let tensor = unsafe { raw.into_managed(writable) }?;
     let device = tensor.device();
-    match device.device_type {
-        DeviceType::CUDA => {}
-        // Pinned or managed memory: the producer serves a stream for those through `__dlpack__`.
-        DeviceType::CUDA_HOST | DeviceType::CUDA_MANAGED => return Ok(None),
-        // Refused below, as through `__dlpack__`, without asking the producer again.
-        _ => return CudaImport::new(tensor, hooks).map(Some).map_err(to_py_err),
+    if matches!(
+        device.device_type,
+        DeviceType::CUDA_HOST | DeviceType::CUDA_MANAGED
+    ) {
+        // The producer serves a stream for pinned and managed memory through `__dlpack__`.
+        return Ok(None);
     }
+    // Refuses a device type that is not CUDA's, as through `__dlpack__`, without asking the
+    // producer again; only `kDLCUDA` goes on.
     let import = CudaImport::new(tensor, hooks).map_err(to_py_err)?;
     let mut stream: *mut c_void = ptr::null_mut();
     // SAFETY: a function of the table of `obj`'s type, callable while attached (we are), with a

@@ -130,7 +130,7 @@ pub enum Error {
     /// that overlap irregularly (2 and 3 over the same bytes, say), so that checking every index
     /// would take unbounded time. Regular overlaps (broadcasts, sliding windows) are checked
     /// element by element, whatever their size; the bytes of this one can still be viewed as
-    /// `u8`.
+    /// `u8` ([`CheckedTensor::view_bytes`](crate::CheckedTensor::view_bytes)).
     IrregularOverlap {
         /// The tensor's shape.
         shape: Vec<i64>,
@@ -369,7 +369,7 @@ impl fmt::Display for Error {
             ),
             Error::IrregularOverlap { shape, strides } => write!(
                 f,
-                "strides {strides:?} for shape {shape:?} cannot be shown to reach each element once, and checking every index's value would take too long (more than 2^30 indices); view the bytes as u8 instead"
+                "strides {strides:?} for shape {shape:?} cannot be shown to reach each element once, and checking every index's value would take too long (more than 2^30 indices); read its bytes as u8 with view_bytes() instead"
             ),
             Error::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate {bytes} bytes for a copy of the tensor")
@@ -433,3 +433,72 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// A refusal by a method that consumes its value: the error, and the value itself, unchanged.
+///
+/// The rule throughout the workspace: a method that takes a value by move and refuses gives it
+/// back, so the caller can try something else with it. [`ManagedTensor::reclaim`] and
+/// [`ManagedTensor::into_vec`] return the tensor itself (they have nothing to report but "not
+/// this"); the methods that refuse for a reason return a `Refused` holding the reason and the
+/// value: [`ManagedTensor::into_raw_legacy`], [`ManagedTensor::export_legacy`] and
+/// [`ManagedTensor::export_raw_legacy`].
+///
+/// `Refused<T>` converts into [`Error`], so `?` works in functions that return `Error` (the value
+/// is dropped then).
+///
+/// ```
+/// use dlpack_core::{Error, ManagedTensor};
+///
+/// let read_only = ManagedTensor::export(vec![1u8, 2, 3])?.into_read_only();
+/// // The legacy struct cannot say "read-only": refused, and the tensor comes back.
+/// let refused = read_only.into_raw_legacy().unwrap_err();
+/// assert_eq!(refused.error, Error::LegacyReadOnly);
+/// // The versioned struct can: the caller falls back to it.
+/// let raw = refused.value.into_raw()?;
+/// // SAFETY: `raw` is a live tensor we own.
+/// let back = unsafe { ManagedTensor::from_raw(raw)? };
+/// assert!(back.is_read_only());
+/// # Ok::<(), Error>(())
+/// ```
+///
+/// [`ManagedTensor::reclaim`]: crate::ManagedTensor::reclaim
+/// [`ManagedTensor::into_vec`]: crate::ManagedTensor::into_vec
+/// [`ManagedTensor::into_raw_legacy`]: crate::ManagedTensor::into_raw_legacy
+/// [`ManagedTensor::export_legacy`]: crate::ManagedTensor::export_legacy
+/// [`ManagedTensor::export_raw_legacy`]: crate::ManagedTensor::export_raw_legacy
+pub struct Refused<T> {
+    /// Why the value was refused.
+    pub error: Error,
+    /// The value, as it was passed in.
+    pub value: T,
+}
+
+impl<T> Refused<T> {
+    /// The error and the value.
+    pub fn into_parts(self) -> (Error, T) {
+        (self.error, self.value)
+    }
+}
+
+impl<T> From<Refused<T>> for Error {
+    fn from(refused: Refused<T>) -> Error {
+        refused.error
+    }
+}
+
+impl<T> fmt::Debug for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refused")
+            .field("error", &self.error)
+            .field("value", &core::any::type_name::<T>())
+            .finish()
+    }
+}
+
+impl<T> fmt::Display for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl<T> std::error::Error for Refused<T> {}

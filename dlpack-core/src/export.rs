@@ -17,7 +17,7 @@ use core::mem::ManuallyDrop;
 use core::ptr::{self, NonNull};
 
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
-use crate::{DataType, Device, Element, Error, Flags, Version};
+use crate::{DataType, Device, Element, Error, Flags, Refused, Version};
 use core::ops::Range;
 
 /// What a producer says about its tensor, besides shape and strides.
@@ -354,19 +354,36 @@ pub(crate) unsafe fn take_vec<H: Header>(header: NonNull<H>, slot: &mut dyn Any)
     }
 }
 
-/// Moves `producer` into a new block with header `H`.
+/// A fresh block's header, and the allocation its producer named ([`ExportDesc::allocation`]).
+pub(crate) type Fresh<H> = (NonNull<H>, Option<Range<usize>>);
+
+/// Moves `producer` into a new block with header `H`; on refusal, gives it back.
 #[inline]
-pub(crate) fn export<H: Header, P: Export>(
-    producer: P,
-) -> Result<(NonNull<H>, Option<Range<usize>>), Error> {
-    producer.check()?;
-    let ndim = producer.ndim();
-    if ndim > crate::MAX_NDIM || i32::try_from(ndim).is_err() {
-        return Err(Error::BadNdim {
-            ndim: i64::try_from(ndim).unwrap_or(i64::MAX),
+pub(crate) fn export<H: Header, P: Export>(producer: P) -> Result<Fresh<H>, Refused<P>> {
+    if let Err(error) = producer.check() {
+        return Err(Refused {
+            error,
+            value: producer,
         });
     }
-    let layout = Block::<H, P>::layout(ndim)?;
+    let ndim = producer.ndim();
+    if ndim > crate::MAX_NDIM || i32::try_from(ndim).is_err() {
+        return Err(Refused {
+            error: Error::BadNdim {
+                ndim: i64::try_from(ndim).unwrap_or(i64::MAX),
+            },
+            value: producer,
+        });
+    }
+    let layout = match Block::<H, P>::layout(ndim) {
+        Ok(layout) => layout,
+        Err(error) => {
+            return Err(Refused {
+                error,
+                value: producer,
+            });
+        }
+    };
     let arrays_offset = Block::<H, P>::ARRAYS_OFFSET;
     // SAFETY: the layout's size is non-zero (the header alone is not empty).
     let raw = unsafe { std::alloc::alloc(layout) };
@@ -410,11 +427,27 @@ pub(crate) fn export<H: Header, P: Export>(
     };
     // SAFETY: `block` is a live allocation; this only computes a field address.
     let header = unsafe { ptr::addr_of_mut!((*block).prefix.header) };
-    // SAFETY: `header` is the first field of a live, exclusively owned block, valid for writes.
-    if let Err(e) = unsafe { H::init(header, tensor, desc.flags) } {
-        // SAFETY: the block came from `export::<H, P>` and its producer is still inside.
-        unsafe { release::<H, P>(raw, true) };
-        return Err(e);
+    // Bits DLPack does not define are refused for both headers: the legacy struct, which has no
+    // flags field, would otherwise drop them without a word.
+    let init = if desc.flags.unknown_bits() != 0 {
+        Err(Error::UnknownFlags { flags: desc.flags })
+    } else {
+        // SAFETY: `header` is the first field of a live, exclusively owned block, valid for
+        // writes.
+        unsafe { H::init(header, tensor, desc.flags) }
+    };
+    if let Err(error) = init {
+        // SAFETY: the block came from `export::<H, P>`, its producer is still inside and no
+        // longer borrowed; reading it moves it out, and the release does not drop it again.
+        let producer = unsafe {
+            let producer = ManuallyDrop::into_inner(ptr::read(ptr::addr_of!((*block).producer)));
+            release::<H, P>(raw, false);
+            producer
+        };
+        return Err(Refused {
+            error,
+            value: producer,
+        });
     }
     // SAFETY: `raw` is non-null (checked after allocating) and `header` is at offset 0.
     Ok((unsafe { NonNull::new_unchecked(header) }, desc.allocation))

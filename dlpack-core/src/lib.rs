@@ -94,7 +94,7 @@ pub use buffer::{Buffer, Dims, describe_buffer, give_buffer_vec};
 pub use device::{Device, DeviceType};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;
-pub use error::{Error, PyErrorKind};
+pub use error::{Error, PyErrorKind, Refused};
 pub use export::{Export, ExportDesc};
 pub use flags::Flags;
 pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};

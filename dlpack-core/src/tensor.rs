@@ -9,7 +9,7 @@ use core::ptr::NonNull;
 use crate::export::{self, Export};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use crate::view::{TensorView, TensorViewMut};
-use crate::{DataType, Device, DeviceHooks, Element, Error, Flags, PointerInfo, Version};
+use crate::{DataType, Device, DeviceHooks, Element, Error, Flags, PointerInfo, Refused, Version};
 
 /// The bytes a validated tensor can reach.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -376,6 +376,42 @@ impl CheckedTensor {
         unsafe { TensorView::new(base, self.shape(), self.strides(), self.elements) }
     }
 
+    /// A read-only view of the elements' bytes, for a tensor whose elements are one byte wide
+    /// (`bool`, `int8`, `uint8`, the float8 types, ...): the same shape and strides, as `u8`.
+    ///
+    /// Every bit pattern is a valid `u8`, so nothing is checked element by element: this is
+    /// the way to read a `bool` tensor whose bytes may not all be 0 or 1, or whose strides
+    /// overlap too irregularly for [`CheckedTensor::view`] to check ([`Error::IrregularOverlap`]).
+    ///
+    /// ```
+    /// use dlpack_core::{Error, ManagedTensor};
+    ///
+    /// let t = ManagedTensor::export(vec![true, false, true])?;
+    /// assert_eq!(t.view_bytes()?.to_vec()?, [1, 0, 1]);
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DataTypeMismatch`] (expecting `uint8`) for elements wider or narrower than one
+    /// byte, or with more than one lane; [`Error::NotHostAccessible`] if the host cannot read the
+    /// memory.
+    pub fn view_bytes(&self) -> Result<TensorView<'_, u8>, Error> {
+        let dtype = self.dtype();
+        if dtype.bits != 8 || dtype.lanes != 1 {
+            return Err(Error::DataTypeMismatch {
+                found: dtype,
+                expected: DataType::U8,
+            });
+        }
+        let base = self.host_base::<u8>()?;
+        // SAFETY: as for `view`: one-byte elements, so the strides in elements are the strides
+        // in `u8`s; validation established that every reachable byte lies in the producer's
+        // initialised allocation, which stays valid and unmodified (except through this tensor)
+        // while `self` is borrowed; and every byte is a valid `u8`.
+        unsafe { TensorView::new(base, self.shape(), self.strides(), self.elements) }
+    }
+
     /// Copies the elements into a new row-major `Vec` (the strided gather; a single `memcpy` for
     /// contiguous data).
     ///
@@ -481,6 +517,14 @@ impl CheckedTensor {
     #[inline]
     fn typed_base<T: Element>(&self) -> Result<*const T, Error> {
         self.check_dtype::<T>()?;
+        self.host_base::<T>()
+    }
+
+    /// The address of the first element as a `*const T`, for a host-accessible tensor whose
+    /// first element is aligned for `T` (dangling for an empty tensor). The dtype is the
+    /// caller's to check.
+    #[inline]
+    fn host_base<T>(&self) -> Result<*const T, Error> {
         if !self.host_accessible {
             return Err(Error::NotHostAccessible {
                 device: self.device(),
@@ -884,15 +928,28 @@ impl ManagedTensor {
     /// Moves `producer` into a new legacy `DLManagedTensor` (no version, no flags), for consumers
     /// that only know the pre-1.0 struct.
     ///
+    /// ```
+    /// use dlpack_core::{Error, ManagedTensor};
+    /// use std::sync::Arc;
+    ///
+    /// // An Arc is shared, so it exports read-only: the legacy struct cannot say so.
+    /// let shared: Arc<[f32]> = Arc::from(vec![1.0, 2.0]);
+    /// let refused = ManagedTensor::export_legacy(shared).unwrap_err();
+    /// assert_eq!(refused.error, Error::LegacyReadOnly);
+    /// let tensor = ManagedTensor::export(refused.value)?; // the versioned struct can
+    /// assert!(tensor.is_read_only());
+    /// # Ok::<(), Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// As for [`ManagedTensor::export`], and [`Error::LegacyReadOnly`] for a read-only producer,
     /// [`Error::LegacyPaddedSubByte`] for padded sub-byte elements: the legacy struct can say
-    /// neither.
-    pub fn export_legacy<P: Export>(producer: P) -> Result<Self, Error> {
+    /// neither. Every error comes with the producer, unchanged ([`Refused`]).
+    pub fn export_legacy<P: Export>(producer: P) -> Result<Self, Refused<P>> {
         let (raw, allocation) = export::export::<DLManagedTensor, P>(producer)?;
         // SAFETY: as in `export`, for a legacy block.
-        unsafe { Self::adopt(Raw::Legacy(raw), allocation) }
+        unsafe { Self::adopt_or_give_back(raw, allocation) }
     }
 
     /// Moves `producer` into a new versioned managed tensor and gives it straight to C, as
@@ -939,15 +996,48 @@ impl ManagedTensor {
     ///
     /// As for [`ManagedTensor::export_raw`], and, as for [`ManagedTensor::export_legacy`],
     /// [`Error::LegacyReadOnly`] for a read-only producer and [`Error::LegacyPaddedSubByte`] for
-    /// padded sub-byte elements.
-    pub fn export_raw_legacy<P: Export>(producer: P) -> Result<NonNull<DLManagedTensor>, Error> {
+    /// padded sub-byte elements. Every error comes with the producer, unchanged ([`Refused`]).
+    pub fn export_raw_legacy<P: Export>(
+        producer: P,
+    ) -> Result<NonNull<DLManagedTensor>, Refused<P>> {
         let (raw, allocation) = export::export::<DLManagedTensor, P>(producer)?;
         if allocation.is_none() {
             return Ok(raw);
         }
         // SAFETY: as in `export_legacy`. Once validated, the owner is forgotten: `raw` goes to C.
-        unsafe { Self::adopt(Raw::Legacy(raw), allocation) }?.forget();
+        unsafe { Self::adopt_or_give_back::<P>(raw, allocation) }?.forget();
         Ok(raw)
+    }
+
+    /// [`ManagedTensor::adopt`] for a legacy block fresh from [`export::export`], giving the
+    /// producer back (and freeing the block) when the description is refused.
+    ///
+    /// # Safety
+    /// As for [`ManagedTensor::adopt`], for a block of producer type `P`.
+    unsafe fn adopt_or_give_back<P: Export>(
+        raw: NonNull<DLManagedTensor>,
+        allocation: Option<core::ops::Range<usize>>,
+    ) -> Result<Self, Refused<P>> {
+        // SAFETY: the block is live and owned (caller); its DLTensor and arrays stay in place and
+        // unmodified while the owner made here lives.
+        let checked = unsafe {
+            let tensor = NonNull::from(&(*raw.as_ptr()).dl_tensor);
+            Self::check_only(tensor, Version::new(0, 0), Flags::empty())
+        }
+        .and_then(|c| c.within(allocation));
+        match checked {
+            Ok(checked) => Ok(ManagedTensor {
+                raw: Raw::Legacy(raw),
+                checked: ManuallyDrop::new(checked),
+            }),
+            Err(error) => {
+                // SAFETY: a live block made by `export::export::<DLManagedTensor, P>`, owned here
+                // and by no one else; its type is `P`, so the producer comes out.
+                let producer = unsafe { export::take_producer::<DLManagedTensor, P>(raw) };
+                let value = producer.expect("a fresh block holds a producer of its own type");
+                Err(Refused { error, value })
+            }
+        }
     }
 
     /// Validates a block fresh from [`export::export`] and takes ownership of it; refuses (and
@@ -1396,8 +1486,12 @@ impl ManagedTensor {
     /// that imports read-only anyway (see [`ManagedTensor::into_read_only`]); a versioned tensor
     /// whose data overlaps its own struct, shape or strides counts as read-only.
     /// [`Error::LegacyPaddedSubByte`] for padded sub-byte elements. The legacy struct can say
-    /// neither; the tensor is deleted then.
-    pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Error> {
+    /// neither. Every error comes with the tensor, unchanged ([`Refused`]): hand it on as a
+    /// versioned struct ([`ManagedTensor::into_raw`]) instead.
+    // The owner comes back by value, as `reclaim` and `into_vec` give it back: a refusal
+    // leaves the caller holding exactly what it had.
+    #[allow(clippy::result_large_err)]
+    pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Refused<Self>> {
         match self.raw {
             Raw::Legacy(p) if !self.restricted() => {
                 self.forget();
@@ -1405,8 +1499,13 @@ impl ManagedTensor {
             }
             // A legacy struct has no flags, so a restricted one of ours (which imports
             // writable) cannot be handed on as legacy.
-            Raw::Legacy(_) => Err(Error::LegacyReadOnly),
-            Raw::Versioned(_) => Ok(export::export::<DLManagedTensor, _>(self)?.0.as_ptr()),
+            Raw::Legacy(_) => Err(Refused {
+                error: Error::LegacyReadOnly,
+                value: self,
+            }),
+            Raw::Versioned(_) => {
+                export::export::<DLManagedTensor, _>(self).map(|(raw, _)| raw.as_ptr())
+            }
         }
     }
 

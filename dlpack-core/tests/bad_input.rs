@@ -1020,7 +1020,20 @@ fn bool_view_refuses_an_irregular_overlap_too_costly_to_check() {
             strides: vec![2, 3, 5, 7]
         }
     );
-    says(&err, &["[2, 3, 5, 7]", "each element once", "2^30", "u8"]);
+    says(
+        &err,
+        &[
+            "[2, 3, 5, 7]",
+            "each element once",
+            "2^30",
+            "u8",
+            "view_bytes",
+        ],
+    );
+    // As the message says, the bytes can be read.
+    let bytes_view = t.view_bytes().unwrap();
+    assert_eq!(bytes_view.get(&[side as usize - 1; 4]), Some(&1));
+    assert_eq!(bytes_view.len(), 1 << 36);
     drop_once(t, &built);
 
     // The same strides over few enough indices are checked index by index.
@@ -1704,13 +1717,15 @@ fn a_versioned_import_handed_on_as_legacy_is_deleted_once() {
 }
 
 #[test]
-fn a_read_only_tensor_refused_as_legacy_is_deleted_once() {
+fn a_read_only_tensor_refused_as_legacy_comes_back_and_is_deleted_once() {
     let built = Foreign::of(&[1.0f32, 2.0], &[2])
         .flags(Flags::READ_ONLY.0)
         .build();
     let t = import(&built).unwrap();
     let err = t.into_raw_legacy().unwrap_err();
-    assert_eq!(err, Error::LegacyReadOnly);
+    assert_eq!(err.error, Error::LegacyReadOnly);
+    assert_eq!(built.deletes(), 0, "the refused tensor comes back");
+    drop(err);
     assert_eq!(
         built.deletes(),
         1,
@@ -1906,7 +1921,7 @@ fn a_tensor_whose_data_overlaps_its_description_stays_read_only_when_wrapped() {
 
         // Handed to C as legacy: a legacy struct cannot say read-only, so it is refused.
         assert_eq!(
-            self_contained(offset).into_raw_legacy().unwrap_err(),
+            self_contained(offset).into_raw_legacy().unwrap_err().error,
             Error::LegacyReadOnly,
             "{what}"
         );
@@ -2076,7 +2091,10 @@ fn into_read_only_restricts_views_and_what_is_handed_on() {
     let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
     assert!(t.is_read_only());
     assert_eq!(t.to_vec::<u8>().unwrap(), [5, 6]);
-    assert_eq!(t.into_raw_legacy().unwrap_err(), Error::LegacyReadOnly);
+    assert_eq!(
+        t.into_raw_legacy().unwrap_err().error,
+        Error::LegacyReadOnly
+    );
 
     // A writable versioned struct is wrapped when handed on, never written: its own flags stay.
     let raw = ManagedTensor::export(vec![7u8])

@@ -253,7 +253,7 @@ fn exported_deleters_ignore_null() {
 // --- legacy export refusals --------------------------------------------------------------------
 
 #[test]
-fn a_padded_sub_byte_producer_cannot_be_exported_as_legacy_and_is_dropped_once() {
+fn a_padded_sub_byte_producer_is_refused_as_legacy_and_given_back() {
     let drops = Arc::new(AtomicUsize::new(0));
     let producer = || Counted {
         data: vec![0; 3],
@@ -263,15 +263,19 @@ fn a_padded_sub_byte_producer_cannot_be_exported_as_legacy_and_is_dropped_once()
         _drops: DropCounter::new(&drops),
     };
     for i in 0..2 {
-        let err = if i == 0 {
+        let refused = if i == 0 {
             ManagedTensor::export_legacy(producer()).map(drop)
         } else {
             ManagedTensor::export_raw_legacy(producer()).map(drop)
         }
         .unwrap_err();
-        assert_eq!(err, Error::LegacyPaddedSubByte);
-        assert!(err.to_string().contains("padded sub-byte"), "{err}");
-        assert_eq!(err.py_kind(), PyErrorKind::BufferError);
+        assert_eq!(refused.error, Error::LegacyPaddedSubByte);
+        assert!(refused.to_string().contains("padded sub-byte"), "{refused}");
+        assert_eq!(refused.error.py_kind(), PyErrorKind::BufferError);
+        // The producer comes back whole, not dropped.
+        assert_eq!(drops.load(Ordering::SeqCst), i);
+        assert_eq!(refused.value.data.len(), 3);
+        drop(refused);
         assert_eq!(drops.load(Ordering::SeqCst), i + 1);
     }
     // The versioned export keeps the flag.
@@ -283,37 +287,50 @@ fn a_padded_sub_byte_producer_cannot_be_exported_as_legacy_and_is_dropped_once()
 }
 
 #[test]
-fn a_padded_sub_byte_import_is_refused_as_legacy_and_deleted_once() {
+fn a_padded_sub_byte_import_is_refused_as_legacy_and_given_back() {
     let built = Foreign::new(FP4, &[3])
         .flags(Flags::IS_SUBBYTE_TYPE_PADDED.0)
         .build();
     let counter = built.counter();
     let t = import(built.ptr).unwrap();
-    let err = t.into_raw_legacy().unwrap_err();
-    assert_eq!(err, Error::LegacyPaddedSubByte);
+    let (error, t) = t.into_raw_legacy().unwrap_err().into_parts();
+    assert_eq!(error, Error::LegacyPaddedSubByte);
+    assert_eq!(counter.load(Ordering::SeqCst), 0);
+    assert!(t.flags().contains(Flags::IS_SUBBYTE_TYPE_PADDED));
+    drop(t);
     assert_eq!(counter.load(Ordering::SeqCst), 1);
 }
 
 #[test]
-fn a_restricted_legacy_tensor_of_ours_is_refused_as_legacy_and_released_once() {
+fn a_restricted_legacy_tensor_of_ours_is_refused_as_legacy_and_given_back() {
     let shared: Arc<[u32]> = Arc::from(vec![1u32, 2, 3]);
     // Arc<[T]> exports read-only, which legacy refuses, so export a Vec and restrict it.
     let t = ManagedTensor::export_legacy(vec![1u32, 2, 3]).unwrap();
     assert!(t.is_legacy() && !t.is_read_only());
-    assert_eq!(
-        t.into_read_only().into_raw_legacy().unwrap_err(),
-        Error::LegacyReadOnly
-    );
-    // An Arc producer is read-only from the start: refused at export, and its clone dropped.
-    assert_eq!(
-        ManagedTensor::export_legacy(Arc::clone(&shared)).unwrap_err(),
-        Error::LegacyReadOnly
-    );
+    let refused = t.into_read_only().into_raw_legacy().unwrap_err();
+    assert_eq!(refused.error, Error::LegacyReadOnly);
+    // The caller falls back to the versioned struct, which says read-only.
+    let raw = refused.value.into_raw().unwrap();
+    // SAFETY: handed over by `into_raw`, owned here.
+    let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    assert!(t.is_read_only());
+    assert_eq!(t.to_vec::<u32>().unwrap(), [1, 2, 3]);
+    drop(t);
+    // An Arc producer is read-only from the start: refused at export, and given back.
+    let refused = ManagedTensor::export_legacy(Arc::clone(&shared)).unwrap_err();
+    assert_eq!(refused.error, Error::LegacyReadOnly);
+    assert_eq!(Arc::strong_count(&shared), 2);
+    assert!(Arc::ptr_eq(&refused.value, &shared));
+    drop(refused);
     assert_eq!(Arc::strong_count(&shared), 1);
-    // A restricted Arc-backed versioned tensor wraps for `into_raw` and keeps its producer.
+    // A restricted Arc-backed versioned tensor is refused as legacy and given back.
     let t = ManagedTensor::export(Arc::clone(&shared)).unwrap();
     assert_eq!(Arc::strong_count(&shared), 2);
-    assert_eq!(t.into_raw_legacy().unwrap_err(), Error::LegacyReadOnly);
+    let refused = t.into_raw_legacy().unwrap_err();
+    assert_eq!(refused.error, Error::LegacyReadOnly);
+    assert_eq!(Arc::strong_count(&shared), 2);
+    assert_eq!(refused.value.to_vec::<u32>().unwrap(), [1, 2, 3]);
+    drop(refused);
     assert_eq!(Arc::strong_count(&shared), 1);
 }
 
@@ -974,7 +991,7 @@ unsafe impl Export for Overreaching {
 }
 
 #[test]
-fn every_export_refuses_a_reach_past_the_named_allocation_and_drops_the_producer_once() {
+fn every_export_refuses_a_reach_past_the_named_allocation_and_drops_or_gives_back_the_producer() {
     let drops = Arc::new(AtomicUsize::new(0));
     let p = || Overreaching {
         data: vec![0; 4],
@@ -986,13 +1003,16 @@ fn every_export_refuses_a_reach_past_the_named_allocation_and_drops_the_producer
     };
     assert!(is_outside(ManagedTensor::export(p()).unwrap_err()));
     assert_eq!(drops.load(Ordering::SeqCst), 1);
-    assert!(is_outside(ManagedTensor::export_legacy(p()).unwrap_err()));
+    let refused = ManagedTensor::export_legacy(p()).unwrap_err();
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "given back, not dropped");
+    assert_eq!(refused.value.data.len(), 4);
+    assert!(is_outside(Error::from(refused)));
     assert_eq!(drops.load(Ordering::SeqCst), 2);
     assert!(is_outside(ManagedTensor::export_raw(p()).unwrap_err()));
     assert_eq!(drops.load(Ordering::SeqCst), 3);
-    assert!(is_outside(
-        ManagedTensor::export_raw_legacy(p()).unwrap_err()
-    ));
+    let refused = ManagedTensor::export_raw_legacy(p()).unwrap_err();
+    assert_eq!(drops.load(Ordering::SeqCst), 3, "given back, not dropped");
+    assert!(is_outside(Error::from(refused)));
     assert_eq!(drops.load(Ordering::SeqCst), 4);
 }
 

@@ -114,10 +114,9 @@ unsafe impl Export for Aligned4096 {
 
 #[test]
 fn a_refused_legacy_export_frees_its_block_even_when_the_producer_drop_panics() {
-    // export_legacy of a read-only description is refused in H::init; the block is released
-    // from Rust (not through the extern "C" deleter), so a panic in the producer's Drop unwinds
-    // to the caller. The block must still be freed (as a Box frees its memory when its
-    // contents' Drop panics).
+    // export_legacy of a read-only description is refused in H::init; the block is freed and
+    // the producer given back, so the panic in its Drop happens where the caller drops the
+    // refusal. The block must be freed either way.
     let align = 4096;
     let before = live_blocks(align);
     let drops = Arc::new(AtomicUsize::new(0));
@@ -166,12 +165,12 @@ fn a_refused_legacy_export_with_a_quiet_drop_frees_its_block() {
             panic_in_drop: false,
         },
     });
-    assert_eq!(
-        ManagedTensor::export_legacy(producer).unwrap_err(),
-        Error::LegacyReadOnly
-    );
-    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    let refused = ManagedTensor::export_legacy(producer).unwrap_err();
+    assert_eq!(refused.error, Error::LegacyReadOnly);
     assert_eq!(live_blocks(8192) - before, 0);
+    assert_eq!(drops.load(Ordering::SeqCst), 0, "given back");
+    drop(refused);
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
 
 /// Runs the test named `name` in a child process with DLPACK_REVIEW_CHILD set, returning its
@@ -544,7 +543,7 @@ fn max_ndim_exports_in_both_headers_wraps_and_gives_its_vec() {
             data: vec![-3i16].into_boxed_slice(),
         };
         let t = if legacy {
-            ManagedTensor::export_legacy(p)
+            ManagedTensor::export_legacy(p).map_err(Error::from)
         } else {
             ManagedTensor::export(p)
         }
@@ -632,7 +631,7 @@ fn read_only_restrictions_survive_every_wrapping_and_reclaim_chain() {
 }
 
 #[test]
-fn into_raw_legacy_of_a_read_only_tensor_drops_it_once() {
+fn into_raw_legacy_of_a_read_only_tensor_gives_it_back() {
     let drops = Arc::new(AtomicUsize::new(0));
     let p = Aligned4096 {
         data: vec![1, 2],
@@ -643,7 +642,11 @@ fn into_raw_legacy_of_a_read_only_tensor_drops_it_once() {
         },
     };
     let t = ManagedTensor::export(p).unwrap().into_read_only();
-    assert_eq!(t.into_raw_legacy().unwrap_err(), Error::LegacyReadOnly);
+    let refused = t.into_raw_legacy().unwrap_err();
+    assert_eq!(refused.error, Error::LegacyReadOnly);
+    assert_eq!(drops.load(Ordering::SeqCst), 0);
+    assert_eq!(refused.value.to_vec::<u8>().unwrap(), [1, 2]);
+    drop(refused);
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
 

@@ -1,0 +1,180 @@
+//! Ownership on refusal, and the answers the error messages promise: a consuming method that
+//! refuses gives its value back ([`Refused`]), the legacy export refuses what the legacy struct
+//! cannot carry instead of dropping it, and the byte view that [`Error::IrregularOverlap`]
+//! points to exists. Runs under Miri with `-Zmiri-strict-provenance`.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::{DropCounter, Foreign};
+use dlpack_core::{DataType, Error, Export, ExportDesc, Flags, ManagedTensor, Refused};
+
+/// A producer of three bytes whose description carries any flags.
+struct Flagged {
+    data: Vec<u8>,
+    flags: Flags,
+    _drops: DropCounter,
+}
+
+// SAFETY: describes the three initialised bytes of its own heap `Vec`, which stays in place and
+// is written by no one else while the value lives.
+unsafe impl Export for Flagged {
+    fn ndim(&self) -> usize {
+        1
+    }
+    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+        shape[0] = 3;
+        strides[0] = 1;
+        let mut desc = ExportDesc::host(self.data.as_mut_ptr());
+        desc.flags = self.flags;
+        desc
+    }
+}
+
+fn flagged(flags: Flags, drops: &Arc<AtomicUsize>) -> Flagged {
+    Flagged {
+        data: vec![1, 2, 3],
+        flags,
+        _drops: DropCounter::new(drops),
+    }
+}
+
+#[test]
+fn a_read_only_tensor_refused_as_legacy_comes_back_for_the_versioned_struct() {
+    let data = vec![4u8, 5, 6];
+    let address = data.as_ptr();
+    let t = ManagedTensor::export(data).unwrap().into_read_only();
+    let Refused { error, value } = t.into_raw_legacy().unwrap_err();
+    assert_eq!(error, Error::LegacyReadOnly);
+    // The caller falls back to the versioned struct: same memory, still read-only.
+    let raw = value.into_raw().unwrap();
+    // SAFETY: handed over by `into_raw`, owned here, taken once.
+    let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    assert!(t.is_read_only());
+    assert_eq!(t.view::<u8>().unwrap().as_ptr(), address);
+}
+
+#[test]
+fn a_producer_refused_as_legacy_comes_back_unchanged_from_both_legacy_exports() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    for raw in [false, true] {
+        let p = flagged(Flags::READ_ONLY, &drops);
+        let address = p.data.as_ptr();
+        let refused = if raw {
+            ManagedTensor::export_raw_legacy(p).map(|_| ()).unwrap_err()
+        } else {
+            ManagedTensor::export_legacy(p).map(|_| ()).unwrap_err()
+        };
+        assert_eq!(refused.error, Error::LegacyReadOnly);
+        assert_eq!(drops.load(Ordering::SeqCst), 0, "given back, not dropped");
+        let p = refused.value;
+        assert_eq!((p.data.as_ptr(), &p.data[..]), (address, &[1u8, 2, 3][..]));
+        // The versioned export takes it.
+        let t = ManagedTensor::export(p).unwrap();
+        assert!(t.is_read_only());
+        drop(t);
+        assert_eq!(drops.swap(0, Ordering::SeqCst), 1);
+    }
+}
+
+#[test]
+fn a_foreign_read_only_tensor_refused_as_legacy_is_deleted_only_by_its_new_owner() {
+    let built = Foreign::of(&[1u8, 2], &[2])
+        .flags(Flags::READ_ONLY.0)
+        .build();
+    // SAFETY: the fixture's block describes its own buffer; handed over once.
+    let t = unsafe { ManagedTensor::from_raw(built.ptr) }.unwrap();
+    let refused = t.into_raw_legacy().unwrap_err();
+    assert_eq!(built.deletes(), 0);
+    assert_eq!(refused.value.to_vec::<u8>().unwrap(), [1, 2]);
+    // `?` in a function returning `Error` keeps the error and drops the value.
+    let as_error: Error = refused.into();
+    assert_eq!(as_error, Error::LegacyReadOnly);
+    assert_eq!(built.deletes(), 1);
+}
+
+#[test]
+fn export_legacy_refuses_flag_bits_dlpack_does_not_define_as_export_does() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let unknown = Flags(1 << 7);
+    let expected = Error::UnknownFlags { flags: unknown };
+    assert_eq!(
+        ManagedTensor::export(flagged(unknown, &drops)).unwrap_err(),
+        expected
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+    for raw in [false, true] {
+        let refused = if raw {
+            ManagedTensor::export_raw_legacy(flagged(unknown, &drops))
+                .map(|_| ())
+                .unwrap_err()
+        } else {
+            ManagedTensor::export_legacy(flagged(unknown, &drops))
+                .map(|_| ())
+                .unwrap_err()
+        };
+        assert_eq!(refused.error, expected);
+        assert_eq!(refused.value.flags, unknown);
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), 3);
+    // The raw versioned export, which trusts a producer that names no allocation for its
+    // layout, still refuses the bits: no undefined flag reaches C from this crate.
+    assert_eq!(
+        ManagedTensor::export_raw(flagged(unknown | Flags::READ_ONLY, &drops))
+            .map(|_| ())
+            .unwrap_err(),
+        Error::UnknownFlags {
+            flags: unknown | Flags::READ_ONLY
+        }
+    );
+}
+
+#[test]
+fn the_bytes_of_a_bool_tensor_are_viewed_as_u8_whatever_they_hold() {
+    // A producer wrote 2 where a bool must be 0 or 1: the bool view refuses, the byte view reads.
+    let built = Foreign::of(&[1u8, 2, 0], &[3])
+        .dtype(DataType::BOOL)
+        .build();
+    // SAFETY: the fixture's block describes its own buffer; handed over once.
+    let t = unsafe { ManagedTensor::from_raw(built.ptr) }.unwrap();
+    assert!(matches!(
+        t.view::<bool>().unwrap_err(),
+        Error::InvalidValue { byte: 2, .. }
+    ));
+    let bytes = t.view_bytes().unwrap();
+    assert_eq!(bytes.to_vec(), [1, 2, 0]);
+    assert_eq!(bytes.as_ptr().addr(), built.buffer_addr());
+}
+
+#[test]
+fn the_byte_view_keeps_shape_and_strides_and_refuses_wider_elements() {
+    let t = ManagedTensor::export(vec![1i8, -2, 3, -4, 5, -6]).unwrap();
+    assert_eq!(
+        t.view_bytes().unwrap().to_vec(),
+        [1, 0xfe, 3, 0xfc, 5, 0xfa]
+    );
+    let strided = Foreign::of(&[10u8, 11, 12, 13, 14, 15], &[2, 3])
+        .dtype(DataType::new(
+            dlpack_core::DataTypeCode::FLOAT8_E4M3FN,
+            8,
+            1,
+        ))
+        .with_strides(&[1, 2]);
+    let built = strided.build();
+    // SAFETY: as above.
+    let t = unsafe { ManagedTensor::from_raw(built.ptr) }.unwrap();
+    let v = t.view_bytes().unwrap();
+    assert_eq!(v.to_vec(), [10, 12, 14, 11, 13, 15]);
+    assert_eq!(
+        ManagedTensor::export(vec![1.0f32])
+            .unwrap()
+            .view_bytes()
+            .unwrap_err(),
+        Error::DataTypeMismatch {
+            found: DataType::F32,
+            expected: DataType::U8
+        }
+    );
+}

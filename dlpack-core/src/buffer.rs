@@ -85,6 +85,13 @@ pub unsafe trait Buffer: Send + 'static {
         None
     }
 
+    /// The capacity of the `Vec` that [`Buffer::take_vec`] would give, in elements. The default
+    /// is [`Buffer::len`], right for a buffer whose allocation holds exactly its elements (a
+    /// `Box<[T]>`).
+    fn vec_capacity(&self) -> usize {
+        self.len()
+    }
+
     /// Copies a tensor's elements, in row-major order, into a new buffer of this type.
     ///
     /// This is the import path's fallback when a tensor cannot be reclaimed without a copy.
@@ -114,6 +121,9 @@ unsafe impl<T: Element> Buffer for Vec<T> {
     }
     fn take_vec(&mut self) -> Option<Vec<T>> {
         Some(core::mem::take(self))
+    }
+    fn vec_capacity(&self) -> usize {
+        self.capacity()
     }
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
         tensor.to_vec()
@@ -259,14 +269,85 @@ unsafe impl<B: Buffer> Export for B {
 }
 
 /// [`Export::give_vec`] for a producer whose whole tensor is `buffer` (row-major, from its first
-/// element): moves the buffer's `Vec` into `slot` when the element types match and the buffer
-/// can give one up ([`Buffer::take_vec`]; nothing happens unless [`Buffer::GIVES_VEC`]).
+/// element): moves the buffer's `Vec` into `slot` when the element types match, the buffer
+/// can give one up ([`Buffer::take_vec`]; nothing happens unless [`Buffer::GIVES_VEC`]) and
+/// the slot takes a `Vec` of its capacity ([`VecSlot::takes`]).
 pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
     if !B::GIVES_VEC {
         return;
     }
-    if let Some(slot) = slot.downcast_mut::<Option<Vec<B::Elem>>>() {
-        *slot = buffer.take_vec();
+    let Some(slot) = slot.downcast_mut::<VecSlot<B::Elem>>() else {
+        return;
+    };
+    if !slot.takes(buffer.vec_capacity()) {
+        return;
+    }
+    if let Some(vec) = buffer.take_vec() {
+        slot.fill(vec);
+    }
+}
+
+/// What [`ManagedTensor::into_vec`](crate::ManagedTensor::into_vec) asks a producer for through
+/// [`Export::give_vec`] (as `&mut dyn Any`): a `Vec<T>` whose first [`VecSlot::len`] elements
+/// are the tensor, with little room to spare.
+///
+/// A producer checks [`VecSlot::takes`] with its `Vec`'s capacity *before* giving the `Vec`
+/// up, and keeps it when the answer is no: a tensor that is a small part of a large `Vec` (the
+/// first row of a large matrix, say) is then copied by the consumer, instead of the consumer
+/// keeping the whole allocation alive for a few elements.
+///
+/// ```
+/// use dlpack_core::ManagedTensor;
+///
+/// let mut big = Vec::with_capacity(1_000_000);
+/// big.extend([1.0f64, 2.0]);
+/// // Two elements in a million-element allocation: not handed over.
+/// let t = ManagedTensor::export(big)?;
+/// let t = t.into_vec::<f64>().unwrap_err();
+/// assert_eq!(t.to_vec::<f64>()?, [1.0, 2.0]); // copy instead
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct VecSlot<T> {
+    len: usize,
+    vec: Option<Vec<T>>,
+}
+
+impl<T> VecSlot<T> {
+    /// An empty slot for a tensor of `len` elements.
+    pub fn new(len: usize) -> Self {
+        VecSlot { len, vec: None }
+    }
+
+    /// The number of elements the tensor has: the `Vec`'s first `len` elements are the tensor.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether a `Vec` of this capacity is taken: when the room it has beyond the tensor's
+    /// elements is at most the tensor's own size, or less than 4 KiB. (A `Vec` grown by `push`
+    /// has up to twice the room its elements need, so every such `Vec` is taken whole.)
+    pub fn takes(&self, capacity: usize) -> bool {
+        let spare = capacity.saturating_sub(self.len);
+        let element = core::mem::size_of::<T>().max(1);
+        spare <= self.len || spare.saturating_mul(element) < 4096
+    }
+
+    /// Puts the producer's `Vec` in the slot. Give only a `Vec` that [`VecSlot::takes`] (one it
+    /// does not take is cut to the tensor and shrunk, which may copy), whose first
+    /// [`VecSlot::len`] elements are the tensor's, in row-major order.
+    pub fn fill(&mut self, vec: Vec<T>) {
+        self.vec = Some(vec);
+    }
+
+    /// The `Vec` given, if any, leaving the slot empty.
+    pub fn take(&mut self) -> Option<Vec<T>> {
+        self.vec.take()
     }
 }
 

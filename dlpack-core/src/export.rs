@@ -160,10 +160,11 @@ pub unsafe trait Export: Send + 'static {
     /// the whole `Vec` or its first elements: [`ManagedTensor::into_vec`] keeps exactly the
     /// tensor's (it truncates the `Vec`).
     ///
-    /// `slot` is an `Option<Vec<T>>` (as `dyn Any`) for the element type `T` the caller wants.
-    /// If `T` is this producer's element type and it can give its `Vec` up, move the `Vec` into
-    /// the slot; the producer is then dropped right after, without its memory being used
-    /// again. Otherwise leave everything as it is. The default does nothing. (Memory given away
+    /// `slot` is a [`VecSlot<T>`](crate::VecSlot) (as `dyn Any`) for the element type `T` the
+    /// caller wants. If `T` is this producer's element type, it can give its `Vec` up, and the
+    /// slot [takes](crate::VecSlot::takes) a `Vec` of that capacity, move the `Vec` into the
+    /// slot ([`VecSlot::fill`](crate::VecSlot::fill)); the producer is then dropped right after,
+    /// without its memory being used again. Otherwise leave everything as it is. The default does nothing. (Memory given away
     /// any other way would break the promise, below, that it stays valid while `self` lives.)
     ///
     /// This is how a consumer that must own a `Vec` (candle's CPU storage, say) takes the memory

@@ -90,7 +90,7 @@ mod valid;
 mod version;
 mod view;
 
-pub use buffer::{Buffer, Dims, describe_buffer, give_buffer_vec};
+pub use buffer::{Buffer, Dims, VecSlot, describe_buffer, give_buffer_vec};
 pub use device::{Device, DeviceType};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;

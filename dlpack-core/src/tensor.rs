@@ -387,7 +387,7 @@ impl CheckedTensor {
     /// use dlpack_core::{Error, ManagedTensor};
     ///
     /// let t = ManagedTensor::export(vec![true, false, true])?;
-    /// assert_eq!(t.view_bytes()?.to_vec()?, [1, 0, 1]);
+    /// assert_eq!(t.view_bytes()?.to_vec(), [1, 0, 1]);
     /// # Ok::<(), Error>(())
     /// ```
     ///
@@ -1556,11 +1556,14 @@ impl ManagedTensor {
 
     /// Takes the elements as a `Vec<T>` without a copy, if this tensor was exported by this
     /// workspace from a producer that owns them as one (a `Vec`, a `Box<[T]>`, an owned
-    /// standard-layout ndarray `Array`, ...).
+    /// standard-layout ndarray `Array`, ...) and the tensor is (nearly) all of that `Vec`.
     ///
     /// Unlike [`ManagedTensor::reclaim`], the caller need not know the producer's type: this is
-    /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The `Vec` is
-    /// cut to the tensor's elements.
+    /// how candle, whose CPU storage must own a `Vec`, takes an ndarray's memory. The `Vec`
+    /// holds exactly the tensor's elements. A `Vec` with much more room than the tensor needs
+    /// (a tensor that is the first row of a large matrix, say) stays with its producer, so the
+    /// caller copies the few elements instead of keeping the whole allocation alive
+    /// ([`VecSlot::takes`] says how much room is too much).
     ///
     /// ```
     /// use dlpack_core::ManagedTensor;
@@ -1578,8 +1581,11 @@ impl ManagedTensor {
     ///
     /// The tensor itself, untouched, unless it is a CPU tensor of `T` in compact row-major order
     /// with `byte_offset` 0 whose producer gives its `Vec` up (it checks the rest: that the
-    /// tensor starts at its `Vec`'s first element, [`Export::give_vec`]); also when it was made
-    /// read-only by [`ManagedTensor::into_read_only`].
+    /// tensor starts at its `Vec`'s first element and that the `Vec` has little spare room,
+    /// [`Export::give_vec`]); also when it was made read-only by
+    /// [`ManagedTensor::into_read_only`].
+    ///
+    /// [`VecSlot::takes`]: crate::VecSlot::takes
     pub fn into_vec<T: Element>(mut self) -> Result<Vec<T>, Self> {
         if self.dtype() != T::DTYPE
             || self.device() != Device::CPU
@@ -1588,14 +1594,19 @@ impl ManagedTensor {
         {
             return Err(self);
         }
-        let mut slot: Option<Vec<T>> = None;
+        let mut slot = crate::VecSlot::<T>::new(self.len());
         self.ask_for_vec(&mut slot);
-        match slot {
+        match slot.take() {
             Some(mut v) => {
                 // Exactly the tensor's elements: the tensor is the Vec or its first elements
                 // (`give_vec`'s contract), also for a producer whose shape answers otherwise
                 // when asked again (the derive's `Dims` is a safe trait).
                 v.truncate(self.len());
+                if !slot.takes(v.capacity()) {
+                    // A producer that gave more room than asked for: the spare is returned to
+                    // the allocator (which may move the elements).
+                    v.shrink_to_fit();
+                }
                 // The producer gave its memory up: deleting the tensor now drops only what is
                 // left of it, and frees the block.
                 drop(self);

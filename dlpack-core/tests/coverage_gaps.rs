@@ -18,8 +18,8 @@ use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use dlpack_core::protocol::StreamRequest;
 use dlpack_core::{
     BorrowedTensor, Buffer, DataType, DataTypeCode, Device, DeviceHooks, DeviceType, Dims, Element,
-    Error, Export, ExportDesc, Flags, ManagedTensor, MemoryKind, PointerInfo, PyErrorKind, Version,
-    describe_buffer, give_buffer_vec,
+    Error, Export, ExportDesc, Flags, ManagedTensor, MemoryKind, PointerInfo, PyErrorKind, VecSlot,
+    Version, describe_buffer, give_buffer_vec,
 };
 
 // --- helpers ---------------------------------------------------------------------------------
@@ -809,9 +809,9 @@ fn describe_buffer_marks_read_only_buffers_and_arcs_give_no_vec() {
         desc.allocation,
         Some(arc.as_ptr().addr()..arc.as_ptr().addr() + 8)
     );
-    let mut slot: Option<Vec<u16>> = None;
+    let mut slot = VecSlot::<u16>::new(4);
     give_buffer_vec(&mut arc, &mut slot);
-    assert!(slot.is_none());
+    assert!(slot.take().is_none());
     assert_eq!(arc.take_vec(), None);
 }
 
@@ -924,13 +924,13 @@ fn flags_set_operations() {
 #[test]
 fn give_buffer_vec_leaves_a_slot_of_another_type_alone() {
     let mut v = vec![1u8, 2, 3];
-    let mut wrong: Option<Vec<u16>> = None;
+    let mut wrong = VecSlot::<u16>::new(3);
     give_buffer_vec(&mut v, &mut wrong);
-    assert!(wrong.is_none());
+    assert!(wrong.take().is_none());
     assert_eq!(v, [1, 2, 3]);
-    let mut right: Option<Vec<u8>> = None;
+    let mut right = VecSlot::<u8>::new(3);
     give_buffer_vec(&mut v, &mut right);
-    assert_eq!(right, Some(vec![1, 2, 3]));
+    assert_eq!(right.take(), Some(vec![1, 2, 3]));
 }
 
 /// A producer that sets `GIVES_VEC` but keeps the default `give_vec`, which gives nothing.

@@ -178,3 +178,38 @@ fn the_byte_view_keeps_shape_and_strides_and_refuses_wider_elements() {
         }
     );
 }
+
+#[test]
+fn into_vec_takes_a_vec_with_ordinary_spare_room_without_a_copy() {
+    // A Vec grown by push has up to twice the room its elements need: taken whole.
+    let mut v = Vec::with_capacity(10);
+    v.extend([1u32, 2, 3, 4, 5, 6]);
+    let address = v.as_ptr();
+    let back: Vec<u32> = ManagedTensor::export(v).unwrap().into_vec().unwrap();
+    assert_eq!(
+        (back.as_ptr(), &back[..]),
+        (address, &[1, 2, 3, 4, 5, 6][..])
+    );
+    // Less than 4 KiB of spare room is taken too, whatever the tensor's size.
+    let mut v = Vec::with_capacity(500);
+    v.push(7u64);
+    let address = v.as_ptr();
+    let back: Vec<u64> = ManagedTensor::export(v).unwrap().into_vec().unwrap();
+    assert_eq!((back.as_ptr(), back.len()), (address, 1));
+}
+
+#[test]
+fn into_vec_leaves_a_few_elements_in_a_large_allocation_with_their_producer() {
+    // Two f64s in room for 100 000 (800 kB): handing the Vec over would keep 800 kB alive for
+    // 16 bytes. The tensor comes back untouched, for the caller to copy.
+    let mut v = Vec::with_capacity(100_000);
+    v.extend([1.5f64, 2.5]);
+    let address = v.as_ptr();
+    let t = ManagedTensor::export(v).unwrap();
+    let t = t.into_vec::<f64>().unwrap_err();
+    let view = t.view::<f64>().unwrap();
+    assert_eq!((view.as_ptr(), view.to_vec()), (address, vec![1.5, 2.5]));
+    // The producer still holds its whole Vec.
+    let v: Vec<f64> = t.reclaim().unwrap();
+    assert_eq!((v.as_ptr(), v.capacity() >= 100_000), (address, true));
+}

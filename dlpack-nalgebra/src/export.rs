@@ -247,9 +247,11 @@ where
         if nrows > 1 && ncols > 1 {
             return;
         }
-        if let Some(slot) = slot.downcast_mut::<Option<Vec<T>>>() {
+        if let Some(slot) = slot.downcast_mut::<dlpack_core::VecSlot<T>>()
+            && slot.takes(self.matrix.data.as_vec().capacity())
+        {
             let storage = core::mem::take(&mut self.matrix.data);
-            *slot = Some(Vec::from(storage));
+            slot.fill(Vec::from(storage));
         }
     }
 }

@@ -14,7 +14,7 @@
 use core::any::Any;
 use core::fmt;
 
-use dlpack_core::{Element, Error, Export, ExportDesc, Flags, ManagedTensor};
+use dlpack_core::{Element, Error, Export, ExportDesc, Flags, ManagedTensor, VecSlot};
 use ndarray::{ArcArray, Array, Array1, ArrayBase, ArrayView, ArrayViewMut, Data, Dimension, s};
 
 /// Writes an ndarray layout into the shape and strides arrays of a tensor being exported.
@@ -146,7 +146,7 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
     }
 
     fn give_vec(&mut self, slot: &mut dyn Any) {
-        let Some(slot) = slot.downcast_mut::<Option<Vec<T>>>() else {
+        let Some(slot) = slot.downcast_mut::<VecSlot<T>>() else {
             return;
         };
         if !self.array.is_standard_layout() {
@@ -155,7 +155,7 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
         let len = self.array.len();
         let Some(&first) = self.array.first() else {
             // No elements: an empty Vec is all of them.
-            *slot = Some(Vec::new());
+            slot.fill(Vec::new());
             return;
         };
         // Only `into_raw_vec_and_offset` tells where the elements start in the Vec, and it
@@ -166,14 +166,15 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
         let array = core::mem::replace(&mut self.array, placeholder);
         let (vec, offset) = array.into_raw_vec_and_offset();
         let start = offset.unwrap_or(0);
-        if start == 0 {
+        if start == 0 && slot.takes(vec.capacity()) {
             // All of the Vec, or its first `len` elements (an array sliced to a prefix, such as
             // `s![..2, ..]`), which `into_vec` cuts the Vec to: not a byte moves.
-            *slot = Some(vec);
+            slot.fill(vec);
             return;
         }
         // The elements are a contiguous run inside a larger Vec, after its start (the array was
-        // sliced), which only a copy could make a Vec of their own. Rebuild
+        // sliced), or a small prefix of a Vec with far more room: only a copy could make a Vec
+        // of their own without keeping the rest alive. Rebuild
         // the same array over the same buffer: a 1-d array of the whole Vec, narrowed to the run,
         // reshaped in C order. Not one element moves, so the tensor's description stays true
         // (only the strides of size-1 axes, which address nothing, become the canonical ones).

@@ -358,6 +358,32 @@ fn into_array_of_a_compact_vec_producer_is_zero_copy_and_of_a_partial_one_is_a_c
 }
 
 #[test]
+fn a_small_prefix_of_a_large_array_is_not_handed_over_as_its_whole_vec() {
+    // The first row of a 1000 x 10 array: a prefix of its Vec, but 80 bytes of 80 kB. Handing
+    // the Vec over would keep 80 kB alive for 80 bytes, so into_vec refuses and the caller
+    // copies; the tensor still reads the same elements from the same address.
+    let mut a = Array2::<f64>::zeros((1000, 10));
+    a.row_mut(0)
+        .assign(&Array1::from_iter((0..10).map(f64::from)));
+    a.slice_collapse(s![0..1, ..]);
+    let address = a.as_ptr();
+    let tensor = a.into_dlpack().unwrap();
+    let tensor = tensor.into_vec::<f64>().unwrap_err();
+    let view: ArrayView2<f64> = tensor.as_array_view().unwrap();
+    assert_eq!(view.as_ptr(), address);
+    assert_eq!(
+        view.row(0).to_vec(),
+        (0..10).map(f64::from).collect::<Vec<_>>()
+    );
+    // A prefix that is most of the Vec is still handed over, without a copy.
+    let mut a = Array2::from_shape_vec((4, 3), counting(12)).unwrap();
+    a.slice_collapse(s![..3, ..]);
+    let address = a.as_ptr();
+    let v = a.into_dlpack().unwrap().into_vec::<i32>().unwrap();
+    assert_eq!((v.as_ptr(), v.len()), (address, 9));
+}
+
+#[test]
 fn owned_array_give_vec_keeps_the_tensor_valid_when_it_refuses() {
     // A standard-layout array that is a contiguous run inside a larger Vec: into_vec refuses,
     // and the tensor still reads the same elements from the same address afterwards.

@@ -61,6 +61,7 @@
 //! | `num-complex` | [`Element`] for `Complex<f32>` (complex64) and `Complex<f64>` (complex128) |
 //! | `float8` | [`Element`] for `float8::F8E4M3` (float8_e4m3fn, code 10) and `F8E5M2` (code 12) |
 //! | `derive` | `#[derive(DLPack)]` for your own tensor structs (the `dlpack-derive` crate) |
+//! | `testing` | [`testing`]: hand-made managed tensors with any field values and a deleter that counts its calls, for testing importers |
 //!
 //! # Safety model
 //!
@@ -86,6 +87,9 @@ mod flags;
 pub mod hooks;
 pub mod protocol;
 mod tensor;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod valid;
 mod version;
 mod view;

@@ -19,7 +19,8 @@ pub(crate) fn runtime_error(message: impl Into<String>) -> Error {
     }
 }
 
-/// `Ok` for `ZE_RESULT_SUCCESS`, otherwise an error naming the call and the result.
+/// `Ok` for `ZE_RESULT_SUCCESS`, otherwise an error naming the call and the result (and, for
+/// `ZE_RESULT_ERROR_UNINITIALIZED`, what it means from that call).
 pub(crate) fn check(result: ze_result_t, call: &str) -> Result<(), Error> {
     if result == sys::ZE_RESULT_SUCCESS {
         return Ok(());
@@ -29,13 +30,24 @@ pub(crate) fn check(result: ze_result_t, call: &str) -> Result<(), Error> {
         sys::describe_result(result)
     );
     if result == sys::ZE_RESULT_ERROR_UNINITIALIZED {
-        message.push_str(
-            "; the Level Zero loader found no driver (no GPU driver such as Intel's \
-             libze_intel_gpu.so.1 is installed, or ZE_ENABLE_ALT_DRIVERS names none that loads), \
-             or zeInit was not called",
-        );
+        message.push_str(uninitialized_hint(call));
     }
     Err(runtime_error(message))
+}
+
+/// What `ZE_RESULT_ERROR_UNINITIALIZED` means coming from `call`. From `zeInit` and
+/// `zeDriverGet`, which run before any driver is in use, it means the loader found none; from
+/// any other call, `zeInit` and `zeDriverGet` have already succeeded in this process (every
+/// handle this crate passes comes from them), so it is the driver that refused the call.
+fn uninitialized_hint(call: &str) -> &'static str {
+    if call == "zeInit" || call == "zeDriverGet" {
+        "; the Level Zero loader found no driver (no GPU driver such as Intel's \
+         libze_intel_gpu.so.1 is installed, or ZE_ENABLE_ALT_DRIVERS names none that loads)"
+    } else {
+        "; zeInit and zeDriverGet had succeeded, so the driver refused this call as if \
+         uninitialised: another runtime in the process (a SYCL runtime, say) may have \
+         initialised Level Zero through a different loader"
+    }
 }
 
 macro_rules! declare_api {
@@ -226,4 +238,36 @@ pub(crate) fn enumerate<T>(
         )));
     }
     Ok(handles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uninitialized_says_no_driver_only_where_no_driver_was_found_yet() {
+        let before = check(sys::ZE_RESULT_ERROR_UNINITIALIZED, "zeInit")
+            .unwrap_err()
+            .to_string();
+        assert!(before.contains("found no driver"), "{before}");
+        for call in [
+            "zeContextCreate",
+            "zeMemGetAllocProperties",
+            "zeCommandListAppendBarrier",
+        ] {
+            let after = check(sys::ZE_RESULT_ERROR_UNINITIALIZED, call)
+                .unwrap_err()
+                .to_string();
+            assert!(!after.contains("found no driver"), "{after}");
+            assert!(
+                after.contains("zeInit and zeDriverGet had succeeded"),
+                "{after}"
+            );
+            assert!(
+                after.starts_with(&format!("Level Zero: {call} returned")),
+                "{after}"
+            );
+        }
+        assert!(check(sys::ZE_RESULT_SUCCESS, "zeContextCreate").is_ok());
+    }
 }

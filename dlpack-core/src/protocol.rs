@@ -372,9 +372,15 @@ fn plan_export_of(
             Ok(ExportPlan::CopyTo(Device::CPU))
         };
     }
-    Err(buffer_error(format!(
-        "cannot export a tensor on {tensor_device} to dl_device={target}: expected None, {tensor_device} (its own device) or cpu:0"
-    )))
+    Err(buffer_error(if tensor_device == Device::CPU {
+        format!(
+            "cannot export a tensor on {tensor_device} to dl_device={target}: expected None or cpu:0 (its own device)"
+        )
+    } else {
+        format!(
+            "cannot export a tensor on {tensor_device} to dl_device={target}: expected None, {tensor_device} (its own device) or cpu:0"
+        )
+    }))
 }
 
 /// What the producer must wait for before returning the capsule, from [`ExportArgs::decide`].

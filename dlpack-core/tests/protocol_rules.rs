@@ -296,3 +296,17 @@ fn capsule_names() {
         PyErrorKind::TypeError
     );
 }
+
+#[test]
+fn an_unreachable_dl_device_is_refused_naming_each_acceptable_device_once() {
+    let cpu = plan_export(CPU, Some(CUDA), None).unwrap_err().to_string();
+    assert!(
+        cpu.ends_with("expected None or cpu:0 (its own device)"),
+        "{cpu}"
+    );
+    let cuda = plan_export(CUDA, Some(ROCM), None).unwrap_err().to_string();
+    assert!(
+        cuda.ends_with("expected None, cuda:0 (its own device) or cpu:0"),
+        "{cuda}"
+    );
+}

@@ -326,7 +326,7 @@ fn export_view_is_read_only_zero_copy_with_the_views_strides() {
     assert_eq!(view.to_vec(), [11.0, 12.0, 13.0, 21.0, 22.0, 23.0]);
     assert_eq!(tensor.view_mut::<f64>().unwrap_err(), Error::ReadOnly);
     assert_eq!(
-        ManagedTensor::into_raw_legacy(tensor).unwrap_err(),
+        ManagedTensor::into_raw_legacy(tensor).unwrap_err().error,
         Error::LegacyReadOnly
     );
     assert_eq!(m, sample(4, 5));

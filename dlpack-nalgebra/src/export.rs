@@ -325,7 +325,10 @@ pub fn export<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Error> {
 ///
 /// # Errors
 ///
-/// None in practice: the copy is a `DMatrix` or `DVector`, which [`export`] always accepts.
+/// [`Error::OutOfMemory`] when the copy does not fit in memory: a view that nalgebra itself made
+/// (`from_slice_with_strides` with a stride of 0) can broadcast a few elements over far more
+/// indices than memory holds. The copy is then a `DMatrix` or `DVector`, which [`export`] always
+/// accepts.
 pub fn export_copy<T, R, C, S>(matrix: &Matrix<T, R, C, S>) -> Result<ManagedTensor, Error>
 where
     T: Element + Scalar,
@@ -334,11 +337,44 @@ where
     S: RawStorage<T, R, C>,
 {
     let (nrows, ncols) = matrix.shape();
+    let data = column_major_vec(matrix)?;
     if ndim_of::<C>() == 1 {
-        export(DVector::from_fn(nrows, |i, _| matrix[(i, 0)]))
+        export(DVector::from_vec(data))
     } else {
-        export(DMatrix::from_fn(nrows, ncols, |i, j| matrix[(i, j)]))
+        export(DMatrix::from_vec(nrows, ncols, data))
     }
+}
+
+/// The elements of any matrix or view in column-major order, in a new `Vec`: the copy behind
+/// [`export_copy`] and [`CowMatrix::into_owned`](crate::CowMatrix::into_owned). It reads them
+/// by index, which nalgebra gets right whatever the strides (its iterators do not: see the
+/// [`import`](crate::import) module docs).
+///
+/// # Errors
+///
+/// [`Error::OutOfMemory`] when they do not fit in memory, instead of `Vec`'s panic or abort.
+pub(crate) fn column_major_vec<T, R, C, S>(matrix: &Matrix<T, R, C, S>) -> Result<Vec<T>, Error>
+where
+    T: Scalar,
+    R: Dim,
+    C: Dim,
+    S: RawStorage<T, R, C>,
+{
+    let (nrows, ncols) = matrix.shape();
+    let Some(len) = nrows.checked_mul(ncols) else {
+        return Err(Error::OutOfMemory {
+            bytes: (nrows as u128 * ncols as u128).saturating_mul(size_of::<T>() as u128),
+        });
+    };
+    if len == 0 {
+        // No loop over the rows or columns of an empty matrix: there may be any number of them.
+        return Ok(Vec::new());
+    }
+    let mut data = dlpack_core::try_vec_with_capacity(len)?;
+    for j in 0..ncols {
+        data.extend((0..nrows).map(|i| matrix[(i, j)].clone()));
+    }
+    Ok(data)
 }
 
 /// The producer behind [`export_view`] and [`export_view_mut`]: the elements of a nalgebra

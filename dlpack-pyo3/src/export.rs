@@ -845,7 +845,9 @@ impl Source {
                 ManagedTensor::export_raw(Shared(t)).map(RawTensor::Versioned)
             }
             (Source::Shared(t), ExportStruct::Legacy) => {
-                ManagedTensor::export_raw_legacy(Shared(t)).map(RawTensor::Legacy)
+                ManagedTensor::export_raw_legacy(Shared(t))
+                    .map(RawTensor::Legacy)
+                    .map_err(dlpack_core::Error::from)
             }
         }
     }

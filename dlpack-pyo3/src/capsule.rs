@@ -156,6 +156,12 @@ unsafe extern "C" fn destroy_legacy(capsule: *mut ffi::PyObject) {
 
 /// Deletes the capsule's tensor if the capsule still has its fresh name.
 ///
+/// A capsule is often destroyed while an exception propagates (the consumer that refused it
+/// raised one), and the deleter it calls may call into Python (a foreign producer's deleter,
+/// the `Drop` of a Rust producer that holds Python objects), which must not run with an
+/// exception set. As DLPack's reference destructor does, the pending exception is put aside
+/// while the tensor is deleted and set again afterwards ([`PendingException`]).
+///
 /// # Safety
 /// `capsule` is a capsule made by [`new_capsule`] for a tensor of `format`, being destroyed.
 unsafe fn destroy(capsule: *mut ffi::PyObject, format: ExportStruct) {
@@ -175,9 +181,70 @@ unsafe fn destroy(capsule: *mut ffi::PyObject, format: ExportStruct) {
         ExportStruct::Legacy => NonNull::new(pointer.cast()).map(RawTensor::Legacy),
     };
     if let Some(raw) = raw {
+        // SAFETY: CPython destroys capsules with the thread attached; the token does not
+        // outlive this call.
+        let py = unsafe { Python::assume_attached() };
+        let pending = PendingException::set_aside(py);
         // SAFETY: the capsule still has its fresh name, so no consumer took the tensor: the
         // capsule owns it, and is going away.
         unsafe { raw.delete() };
+        drop(pending);
+    }
+}
+
+/// The exception pending on this thread, put aside (`PyErr_Fetch`, without normalizing it or
+/// running any Python code) so that code which must not run with one set can run, and set again
+/// when this is dropped (`PyErr_Restore`), which also clears any exception set meanwhile: a
+/// destructor cannot raise.
+///
+/// `PyErr_Fetch` and `PyErr_Restore` are in the stable ABI of every CPython this crate builds
+/// for (`abi3-py39` and later); CPython 3.12 deprecates them in favour of
+/// `PyErr_GetRaisedException` and `PyErr_SetRaisedException`, which are not in the stable ABI
+/// before 3.12.
+struct PendingException<'py> {
+    _attached: Python<'py>,
+    kind: *mut ffi::PyObject,
+    value: *mut ffi::PyObject,
+    traceback: *mut ffi::PyObject,
+}
+
+impl<'py> PendingException<'py> {
+    /// Takes the pending exception, if any, leaving none set.
+    #[allow(
+        deprecated,
+        reason = "PyErr_Fetch is the stable ABI's way before CPython 3.12"
+    )]
+    fn set_aside(py: Python<'py>) -> Self {
+        let mut pending = PendingException {
+            _attached: py,
+            kind: core::ptr::null_mut(),
+            value: core::ptr::null_mut(),
+            traceback: core::ptr::null_mut(),
+        };
+        // SAFETY: the thread is attached (`py`); the three out-pointers are valid, and receive
+        // new references (or NULL), which `drop` hands back.
+        unsafe {
+            ffi::PyErr_Fetch(
+                &mut pending.kind,
+                &mut pending.value,
+                &mut pending.traceback,
+            )
+        };
+        pending
+    }
+}
+
+impl Drop for PendingException<'_> {
+    /// Sets the exception put aside again (or none, if none was pending), replacing any set
+    /// since.
+    #[allow(
+        deprecated,
+        reason = "PyErr_Restore is the stable ABI's way before CPython 3.12"
+    )]
+    fn drop(&mut self) {
+        // SAFETY: attached (the token's lifetime); the three references came from PyErr_Fetch
+        // and are handed back once (this runs once), and PyErr_Restore steals them.
+        unsafe { ffi::PyErr_Restore(self.kind, self.value, self.traceback) };
     }
 }
 
@@ -368,7 +435,7 @@ mod tests {
 
     use dlpack_core::{Export, ExportDesc};
     use dlpack_testing::DropCounter;
-    use pyo3::exceptions::{PyTypeError, PyValueError};
+    use pyo3::exceptions::{PyBufferError, PyTypeError, PyValueError};
 
     /// A producer that counts its drops, which is when the tensor's deleter ran.
     struct Counted {
@@ -406,6 +473,16 @@ mod tests {
                 RawTensor::Legacy(NonNull::new(tensor.into_raw_legacy().unwrap()).unwrap())
             }
         }
+    }
+
+    /// A fresh versioned capsule holding an export of any `producer`.
+    fn fresh_capsule_of<'py>(py: Python<'py>, producer: impl Export) -> Bound<'py, PyCapsule> {
+        let raw = raw_of(
+            ManagedTensor::export(producer).unwrap(),
+            ExportStruct::Versioned,
+        );
+        // SAFETY: we own the fresh tensor and hand it over.
+        unsafe { new_capsule(py, raw) }.unwrap()
     }
 
     /// A fresh capsule of `format` holding an export of `producer`.
@@ -602,6 +679,79 @@ mod tests {
             drop(unsafe { taken.into_managed(true) }.unwrap());
         });
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    /// A producer whose `Drop` looks at the exception indicator, as a foreign deleter calling
+    /// the C API would need to, and leaves an exception of its own set.
+    struct Watcher {
+        data: Vec<f32>,
+        saw_an_exception: Arc<std::sync::Mutex<Option<bool>>>,
+    }
+
+    // SAFETY: describes the Vec's own buffer (initialised, owned, in place while self lives).
+    unsafe impl Export for Watcher {
+        fn ndim(&self) -> usize {
+            1
+        }
+        fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+            shape[0] = self.data.len() as i64;
+            strides[0] = 1;
+            ExportDesc::host(self.data.as_mut_ptr())
+        }
+    }
+
+    impl Drop for Watcher {
+        fn drop(&mut self) {
+            Python::attach(|py| {
+                if let Ok(mut saw) = self.saw_an_exception.lock() {
+                    *saw = Some(PyErr::occurred(py));
+                }
+                PyValueError::new_err("left set by the deleter").restore(py);
+            });
+        }
+    }
+
+    #[test]
+    fn a_capsule_destroyed_while_an_exception_propagates_deletes_without_it_and_keeps_it() {
+        for legacy in [false, true] {
+            let saw = Arc::new(std::sync::Mutex::new(None));
+            let producer = Watcher {
+                data: vec![1.0, 2.0],
+                saw_an_exception: saw.clone(),
+            };
+            Python::attach(|py| {
+                let tensor = ManagedTensor::export(producer).unwrap();
+                let args = crate::export_args(None, (!legacy).then_some((1, 0)), None, None);
+                let capsule = crate::to_capsule(py, tensor, &args, None).unwrap();
+                // A consumer refused the capsule: its error propagates as the capsule dies.
+                PyBufferError::new_err("refused by the consumer").restore(py);
+                drop(capsule);
+                assert_eq!(
+                    *saw.lock().unwrap(),
+                    Some(false),
+                    "the deleter ran with the consumer's exception set (legacy: {legacy})"
+                );
+                let pending = PyErr::take(py).expect("the consumer's exception is kept");
+                assert!(pending.is_instance_of::<PyBufferError>(py), "{pending}");
+                assert!(pending.to_string().contains("refused by the consumer"));
+            });
+        }
+    }
+
+    #[test]
+    fn a_capsule_destroyed_without_an_exception_leaves_none_set() {
+        let saw = Arc::new(std::sync::Mutex::new(None));
+        let producer = Watcher {
+            data: vec![1.0],
+            saw_an_exception: saw.clone(),
+        };
+        Python::attach(|py| {
+            let capsule = fresh_capsule_of(py, producer);
+            drop(capsule);
+            assert_eq!(*saw.lock().unwrap(), Some(false));
+            // What the deleter left set is cleared: a destructor cannot raise.
+            assert!(PyErr::take(py).is_none());
+        });
     }
 
     #[test]

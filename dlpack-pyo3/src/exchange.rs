@@ -60,6 +60,7 @@ use pyo3::types::{PyCapsule, PyString, PyType, PyWeakrefMethods, PyWeakrefRefere
 
 use crate::DLPackTensor;
 use crate::capsule::RawTensor;
+use crate::entry::Entry;
 use crate::exceptions::to_py_err;
 use crate::export::HostCopy;
 
@@ -123,94 +124,122 @@ fn kind_name(kind: PyErrorKind) -> &'static CStr {
 /// `managed_tensor_allocator`: a zero-filled, compact row-major host tensor with the prototype's
 /// dtype, ndim and shape. Any device but the CPU is refused: this producer owns no device memory.
 ///
+/// It needs no Python (tvm-ffi calls it without the GIL). An error, or a panic, which must not
+/// unwind into C, goes to `set_error` ([`report_to`]).
+///
 /// # Safety
 /// The API's contract: `prototype` is NULL or a readable `DLTensor` whose `shape` points to
-/// `ndim` readable `i64`s (or is NULL when `ndim` is 0); `out` is NULL or writable.
+/// `ndim` readable `i64`s (or is NULL when `ndim` is 0); `out` is NULL or writable;
+/// `set_error` is NULL or a callback that takes `error_ctx`.
 unsafe extern "C" fn allocate(
     prototype: *mut DLTensor,
     out: *mut *mut DLManagedTensorVersioned,
     error_ctx: *mut c_void,
     set_error: DLPackSetError,
 ) -> c_int {
-    let result = (|| -> Result<(), Error> {
-        // SAFETY: NULL or readable (contract).
-        let proto =
-            unsafe { prototype.as_ref() }.ok_or(Error::NullPointer { what: "prototype" })?;
-        if proto.device != Device::CPU {
-            return Err(Error::Protocol {
-                kind: PyErrorKind::BufferError,
-                message: format!(
-                    "this allocator makes host memory only: the prototype is on {}, expected cpu:0",
-                    proto.device
-                ),
-            });
-        }
-        let ndim = usize::try_from(proto.ndim)
-            .ok()
-            .filter(|&n| n <= dlpack_core::MAX_NDIM)
-            .ok_or(Error::BadNdim {
-                ndim: proto.ndim.into(),
-            })?;
-        let shape: &[i64] = if ndim == 0 {
-            &[]
-        } else if proto.shape.is_null() {
-            return Err(Error::NullPointer { what: "shape" });
-        } else if !proto.shape.is_aligned() {
-            return Err(Error::MisalignedArray {
-                what: "shape",
-                address: proto.shape.addr(),
-            });
-        } else {
-            // SAFETY: non-NULL, aligned, `ndim` readable i64s (contract).
-            unsafe { core::slice::from_raw_parts(proto.shape, ndim) }
-        };
-        if let Some((axis, &value)) = shape.iter().enumerate().find(|(_, d)| **d < 0) {
-            return Err(Error::NegativeDim { axis, value });
-        }
-        let tensor = ManagedTensor::export(HostCopy::zeroed(shape, proto.dtype)?)?;
-        let raw = tensor.into_raw()?;
-        // SAFETY: NULL or writable (contract).
-        if let Err(e) = unsafe { write_out(out, raw, "out") } {
-            // SAFETY: nobody received the fresh tensor: we still own it.
-            drop(unsafe { ManagedTensor::from_raw(raw) });
-            return Err(e);
-        }
-        Ok(())
-    })();
-    match result {
-        Ok(()) => 0,
-        Err(err) => {
-            if let Some(set_error) = set_error {
-                let message = CString::new(err.to_string().replace('\0', " "))
-                    .unwrap_or_else(|_| CString::from(c"allocation failed"));
-                // SAFETY: the callback and its context come from the caller, which promises they
-                // go together; both strings are valid, NUL-terminated, and live for the call.
-                unsafe {
-                    set_error(
-                        error_ctx,
-                        kind_name(err.py_kind()).as_ptr(),
-                        message.as_ptr(),
-                    )
-                };
-            }
-            -1
-        }
-    }
+    // SAFETY: the callback and its context go together (contract); the body's pointers are the
+    // caller's (forwarded contract).
+    unsafe { report_to(set_error, error_ctx, || allocate_like(prototype, out)) }
 }
 
-/// Runs the body of one of the API's Python-object functions: a panic (in a user's device hook,
-/// say) must not unwind into C, so it is reported as a `PanicException`, as pyo3 reports a
-/// panic in a Python method.
-fn guarded(py: Python<'_>, body: impl FnOnce() -> c_int) -> c_int {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-        Ok(status) => status,
-        Err(payload) => fail(py, crate::export::panic_error(payload)),
+/// The body of [`allocate`]: a zero-filled host tensor like `prototype`, written to `out`.
+///
+/// # Safety
+/// As for [`allocate`]: `prototype` is NULL or a readable `DLTensor` whose `shape` points to
+/// `ndim` readable `i64`s (or is NULL when `ndim` is 0); `out` is NULL or writable.
+unsafe fn allocate_like(
+    prototype: *mut DLTensor,
+    out: *mut *mut DLManagedTensorVersioned,
+) -> Result<(), Error> {
+    // SAFETY: NULL or readable (contract).
+    let proto = unsafe { prototype.as_ref() }.ok_or(Error::NullPointer { what: "prototype" })?;
+    if proto.device != Device::CPU {
+        return Err(Error::Protocol {
+            kind: PyErrorKind::BufferError,
+            message: format!(
+                "this allocator makes host memory only: the prototype is on {}, expected cpu:0",
+                proto.device
+            ),
+        });
     }
+    let ndim = usize::try_from(proto.ndim)
+        .ok()
+        .filter(|&n| n <= dlpack_core::MAX_NDIM)
+        .ok_or(Error::BadNdim {
+            ndim: proto.ndim.into(),
+        })?;
+    let shape: &[i64] = if ndim == 0 {
+        &[]
+    } else if proto.shape.is_null() {
+        return Err(Error::NullPointer { what: "shape" });
+    } else if !proto.shape.is_aligned() {
+        return Err(Error::MisalignedArray {
+            what: "shape",
+            address: proto.shape.addr(),
+        });
+    } else {
+        // SAFETY: non-NULL, aligned, `ndim` readable i64s (contract).
+        unsafe { core::slice::from_raw_parts(proto.shape, ndim) }
+    };
+    if let Some((axis, &value)) = shape.iter().enumerate().find(|(_, d)| **d < 0) {
+        return Err(Error::NegativeDim { axis, value });
+    }
+    let tensor = ManagedTensor::export(HostCopy::zeroed(shape, proto.dtype)?)?;
+    let raw = tensor.into_raw()?;
+    // SAFETY: NULL or writable (contract).
+    if let Err(e) = unsafe { write_out(out, raw, "out") } {
+        // SAFETY: nobody received the fresh tensor: we still own it.
+        drop(unsafe { ManagedTensor::from_raw(raw) });
+        return Err(e);
+    }
+    Ok(())
 }
 
-/// Reports a Python error the way the API's Python-object functions do: set it, return -1.
-fn fail(py: Python<'_>, err: PyErr) -> c_int {
-    err.restore(py);
+/// Runs the allocator's `body` and reports its outcome the way the API asks of the allocator:
+/// 0, or -1 after passing the error's exception kind and message to `set_error` (when there is
+/// one). A panic, which must not unwind into C, is reported as a `RuntimeError` naming the
+/// function.
+///
+/// # Safety
+/// `set_error` is NULL or a callback that takes `error_ctx`.
+unsafe fn report_to(
+    set_error: DLPackSetError,
+    error_ctx: *mut c_void,
+    body: impl FnOnce() -> Result<(), Error>,
+) -> c_int {
+    let (kind, message) = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return 0,
+        Ok(Err(err)) => (kind_name(err.py_kind()), err.to_string()),
+        Err(payload) => (
+            c"RuntimeError",
+            format!(
+                "the DLPack exchange API's managed_tensor_allocator panicked: {}",
+                crate::export::panic_message(&*payload)
+            ),
+        ),
+    };
+    if let Some(set_error) = set_error {
+        let message = CString::new(message.replace('\0', " "))
+            .unwrap_or_else(|_| CString::from(c"allocation failed"));
+        // SAFETY: the callback and its context go together (caller); both strings are valid,
+        // NUL-terminated, and live for the call.
+        unsafe { set_error(error_ctx, kind.as_ptr(), message.as_ptr()) };
+    }
+    -1
+}
+
+/// Runs the body of one of the API's Python-object functions: 0 when it succeeds; -1 with its
+/// error, or a `PanicException` for a panic (in a user's device hook, say), which must not
+/// unwind into C, set as the Python exception ([`Entry::raise`]), as pyo3 reports a panic in a
+/// Python method.
+fn guarded<'py>(entry: &'py Entry, body: impl FnOnce(Python<'py>) -> PyResult<()>) -> c_int {
+    let py = entry.py();
+    let err = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(py))) {
+        Ok(Ok(())) => return 0,
+        Ok(Err(err)) => err,
+        Err(payload) => crate::export::panic_error(payload),
+    };
+    entry.raise(err);
     -1
 }
 
@@ -245,28 +274,23 @@ unsafe extern "C" fn from_py_object(
     py_object: *mut c_void,
     out: *mut *mut DLManagedTensorVersioned,
 ) -> c_int {
-    // SAFETY: the API is called from a thread attached to the interpreter (contract); the token
-    // does not outlive this call.
-    let py = unsafe { Python::assume_attached() };
-    guarded(py, || {
+    // SAFETY: the API is called from a thread attached to the interpreter (contract).
+    let entry = unsafe { Entry::assume() };
+    guarded(&entry, |py| {
         // SAFETY: a live object (contract).
-        let tensor = match unsafe { our_tensor(py, py_object) } {
-            Ok(t) => t,
-            Err(e) => return fail(py, e),
-        };
-        let raw = match tensor.get().exporter().export_no_sync() {
-            Ok(raw) => raw.as_ptr(),
-            Err(e) => return fail(py, to_py_err(e)),
-        };
+        let tensor = unsafe { our_tensor(py, py_object) }?;
+        let raw = tensor
+            .get()
+            .exporter()
+            .export_no_sync()
+            .map_err(to_py_err)?;
+        let raw = raw.as_ptr();
         // SAFETY: NULL or writable (contract).
-        match unsafe { write_out(out, raw, "out") } {
-            Ok(()) => 0,
-            Err(e) => {
-                // SAFETY: nobody received the fresh export: we still own it.
-                drop(unsafe { ManagedTensor::from_raw(raw) });
-                fail(py, to_py_err(e))
-            }
-        }
+        unsafe { write_out(out, raw, "out") }.map_err(|e| {
+            // SAFETY: nobody received the fresh export: we still own it.
+            drop(unsafe { ManagedTensor::from_raw(raw) });
+            to_py_err(e)
+        })
     })
 }
 
@@ -287,27 +311,25 @@ unsafe extern "C" fn to_py_object(
     tensor: *mut DLManagedTensorVersioned,
     out_py_object: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: attached (contract), and the token does not outlive this call.
-    let py = unsafe { Python::assume_attached() };
-    guarded(py, || {
+    // SAFETY: attached (contract).
+    let entry = unsafe { Entry::assume() };
+    guarded(&entry, |py| {
         if out_py_object.is_null() {
-            return fail(
-                py,
-                PyValueError::new_err("managed_tensor_to_py_object_no_sync got a NULL out pointer"),
-            );
+            return Err(PyValueError::new_err(
+                "managed_tensor_to_py_object_no_sync got a NULL out pointer",
+            ));
         }
         // SAFETY: an owned, well-formed tensor handed over (contract); a refused one stays the
         // caller's.
-        let managed = match unsafe { ManagedTensor::from_raw_if(tensor, |_| Ok::<(), Error>(())) } {
-            Ok(m) => Arc::new(m),
-            Err(e) => return fail(py, to_py_err(e)),
-        };
+        let managed = unsafe { ManagedTensor::from_raw_if(tensor, |_| Ok::<(), Error>(())) }
+            .map_err(to_py_err)?;
+        let managed = Arc::new(managed);
         match Bound::new(py, DLPackTensor::shared(managed.clone())) {
             Ok(obj) => {
                 // SAFETY: non-NULL and writable (contract); the new strong reference goes to the
                 // caller.
                 unsafe { out_py_object.write(obj.into_ptr().cast()) };
-                0
+                Ok(())
             }
             Err(e) => {
                 // The object was not made, and dropped its reference: the tensor goes back to
@@ -317,7 +339,7 @@ unsafe extern "C" fn to_py_object(
                     let back = managed.into_raw();
                     debug_assert_eq!(back.ok(), Some(tensor));
                 }
-                fail(py, e)
+                Err(e)
             }
         }
     })
@@ -331,33 +353,23 @@ unsafe extern "C" fn to_py_object(
 /// The API's contract: the thread is attached, `py_object` is a live Python object, `out` is
 /// writable.
 unsafe extern "C" fn dltensor_from_py_object(py_object: *mut c_void, out: *mut DLTensor) -> c_int {
-    // SAFETY: attached (contract), and the token does not outlive this call.
-    let py = unsafe { Python::assume_attached() };
-    guarded(py, || {
+    // SAFETY: attached (contract).
+    let entry = unsafe { Entry::assume() };
+    guarded(&entry, |py| {
         // SAFETY: a live object (contract).
-        let tensor = match unsafe { our_tensor(py, py_object) } {
-            Ok(t) => t,
-            Err(e) => return fail(py, e),
-        };
+        let tensor = unsafe { our_tensor(py, py_object) }?;
         let exporter = tensor.get().exporter();
         let checked = exporter.tensor();
-        if let Err(e) = flags_fit_a_dltensor(checked) {
-            return fail(py, to_py_err(e));
-        }
-        if let Err(e) = exporter.order_before_default_stream() {
-            return fail(py, to_py_err(e));
-        }
+        flags_fit_a_dltensor(checked).map_err(to_py_err)?;
+        exporter.order_before_default_stream().map_err(to_py_err)?;
         let mut dl = *checked.as_dl_tensor();
         if checked.ndim() > 0 {
-            // The checked strides: the producer's, or compact ones where it sent NULL. They live in
-            // the tensor, which the object keeps.
+            // The checked strides: the producer's, or compact ones where it sent NULL. They live
+            // in the tensor, which the object keeps.
             dl.strides = checked.strides().as_ptr().cast_mut();
         }
         // SAFETY: NULL or writable (contract).
-        match unsafe { write_out(out, dl, "out") } {
-            Ok(()) => 0,
-            Err(e) => fail(py, to_py_err(e)),
-        }
+        unsafe { write_out(out, dl, "out") }.map_err(to_py_err)
     })
 }
 
@@ -399,9 +411,10 @@ unsafe extern "C" fn current_work_stream(
     match unsafe { write_out(out_current_stream, ptr::null_mut(), "out_current_stream") } {
         Ok(()) => 0,
         Err(e) => {
-            // SAFETY: attached (contract), and the token does not outlive this call.
-            let py = unsafe { Python::assume_attached() };
-            fail(py, to_py_err(e))
+            // SAFETY: attached (contract).
+            let entry = unsafe { Entry::assume() };
+            entry.raise(to_py_err(e));
+            -1
         }
     }
 }
@@ -622,4 +635,75 @@ pub(crate) fn failed(py: Python<'_>, function: &str) -> PyErr {
 /// table's other functions themselves.
 pub fn type_exchange_api(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
     lookup(ty)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::ffi::c_char;
+
+    /// What a `set_error` callback was given.
+    #[derive(Default)]
+    struct Reported {
+        kind: String,
+        message: String,
+    }
+
+    /// A `set_error` callback that records into a [`Reported`].
+    ///
+    /// # Safety
+    /// `ctx` is a `Reported`; `kind` and `message` are NUL-terminated strings.
+    unsafe extern "C" fn record(ctx: *mut c_void, kind: *const c_char, message: *const c_char) {
+        // SAFETY: the context is the `Reported` the test passed; the strings are valid (API).
+        unsafe {
+            let reported = &mut *ctx.cast::<Reported>();
+            reported.kind = CStr::from_ptr(kind).to_string_lossy().into_owned();
+            reported.message = CStr::from_ptr(message).to_string_lossy().into_owned();
+        }
+    }
+
+    #[test]
+    fn a_panic_in_the_allocator_is_reported_through_set_error_not_unwound_into_c() {
+        let mut reported = Reported::default();
+        let ctx = ptr::from_mut(&mut reported).cast::<c_void>();
+        // SAFETY: `record` takes a `Reported`, which `ctx` is.
+        let status = unsafe { report_to(Some(record), ctx, || panic!("a hook gave up")) };
+        assert_eq!(status, -1);
+        assert_eq!(reported.kind, "RuntimeError");
+        assert!(
+            reported
+                .message
+                .contains("managed_tensor_allocator panicked: a hook gave up"),
+            "{}",
+            reported.message
+        );
+    }
+
+    #[test]
+    fn the_allocator_reports_an_error_with_its_kind_and_message() {
+        let shape = [2i64, -1];
+        let mut prototype = DLTensor {
+            data: ptr::null_mut(),
+            device: Device::CPU,
+            ndim: 2,
+            dtype: dlpack_core::DataType::F32,
+            shape: shape.as_ptr().cast_mut(),
+            strides: ptr::null_mut(),
+            byte_offset: 0,
+        };
+        let mut out = ptr::null_mut();
+        let mut reported = Reported::default();
+        let ctx = ptr::from_mut(&mut reported).cast::<c_void>();
+        // SAFETY: a readable prototype whose shape has `ndim` entries, a writable out pointer,
+        // and a callback that takes `ctx`.
+        let status = unsafe { allocate(&mut prototype, &mut out, ctx, Some(record)) };
+        assert_eq!(status, -1);
+        assert!(out.is_null());
+        assert_eq!(reported.kind, "BufferError", "{}", reported.message);
+        assert!(
+            reported.message.contains("shape[1] = -1"),
+            "{}",
+            reported.message
+        );
+    }
 }

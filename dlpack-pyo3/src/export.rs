@@ -34,6 +34,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyInt, PyString, PyTuple};
 
 use crate::capsule::{RawTensor, new_capsule};
+use crate::entry::Entry;
 use crate::exceptions::{stream_error, to_py_err};
 
 /// Converts `__dlpack__`'s keyword arguments, as pyo3 extracts them, into dlpack-core's
@@ -439,8 +440,9 @@ unsafe extern "C" fn raw_dlpack_varargs<T: PyExporter>(
     kwargs: *mut pyo3::ffi::PyObject,
 ) -> *mut pyo3::ffi::PyObject {
     // SAFETY: CPython calls methods with the thread attached (the function's contract).
-    let py = unsafe { Python::assume_attached() };
-    method_body(py, || {
+    let entry = unsafe { Entry::assume() };
+    let py = entry.py();
+    method_body(&entry, || {
         // SAFETY: `args` is a borrowed reference valid for this call.
         let args = unsafe { pyo3::Borrowed::from_ptr(py, args) };
         let positional = args.cast::<PyTuple>()?.len();
@@ -485,8 +487,9 @@ unsafe extern "C" fn raw_dlpack_fast<T: PyExporter>(
     kwnames: *mut pyo3::ffi::PyObject,
 ) -> *mut pyo3::ffi::PyObject {
     // SAFETY: CPython calls methods with the thread attached (the function's contract).
-    let py = unsafe { Python::assume_attached() };
-    method_body(py, || {
+    let entry = unsafe { Entry::assume() };
+    let py = entry.py();
+    method_body(&entry, || {
         // The count without PY_VECTORCALL_ARGUMENTS_OFFSET, the top bit (CPython's
         // `PyVectorcall_NARGS`).
         let positional = (nargsf as usize) & !(1 << (usize::BITS - 1));
@@ -545,19 +548,20 @@ unsafe fn export_from<'py, T: PyExporter>(
 }
 
 /// Runs a C method's body: its result as a new reference, or NULL with the error (or a
-/// `PanicException` for a panic, which must not unwind into C) set as the Python exception.
+/// `PanicException` for a panic, which must not unwind into C) set as the Python exception
+/// ([`Entry::raise`]).
 fn method_body<'py>(
-    py: Python<'py>,
+    entry: &'py Entry,
     body: impl FnOnce() -> PyResult<Bound<'py, PyCapsule>>,
 ) -> *mut pyo3::ffi::PyObject {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(Ok(capsule)) => capsule.into_ptr(),
         Ok(Err(err)) => {
-            err.restore(py);
+            entry.raise(err);
             core::ptr::null_mut()
         }
         Err(payload) => {
-            panic_error(payload).restore(py);
+            entry.raise(panic_error(payload));
             core::ptr::null_mut()
         }
     }
@@ -565,12 +569,16 @@ fn method_body<'py>(
 
 /// A caught panic as the `PanicException` pyo3 raises for a panic in a Python method.
 pub(crate) fn panic_error(payload: Box<dyn std::any::Any + Send>) -> PyErr {
-    let message = payload
+    pyo3::panic::PanicException::new_err(panic_message(&*payload))
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())
         .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned());
-    pyo3::panic::PanicException::new_err(message)
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// `__dlpack_device__()`'s answer for `device`: `(device_type, device_id)`.

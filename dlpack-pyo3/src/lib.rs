@@ -105,6 +105,7 @@
 mod capsule;
 #[cfg(feature = "cuda")]
 pub mod cuda;
+mod entry;
 pub mod exceptions;
 mod exchange;
 mod export;

@@ -24,6 +24,7 @@ use dlpack_core::{CheckedTensor, ManagedTensor};
 use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::sync::critical_section::with_critical_section;
 use pyo3::types::PyCapsule;
 
 use crate::exceptions::{capsule_error, to_py_err};
@@ -321,24 +322,32 @@ impl Opened<'_, '_> {
     /// The capsule is checked again first, still under the name it had when opened: Python
     /// code run since then (a consumer's check, a garbage collection) could have handed it to
     /// another consumer, which renamed it and owns the tensor.
+    ///
+    /// The check and the rename run in a critical section on the capsule
+    /// (`pyo3::sync::critical_section::with_critical_section`): on free-threaded CPython, two
+    /// threads taking one capsule through this crate cannot both pass the check, so exactly one
+    /// owns the tensor. (With the GIL, nothing between the check and the rename lets another
+    /// thread run, and the critical section costs nothing.)
     #[inline]
     fn take(&self) -> PyResult<RawTensor> {
-        let capsule = self.capsule.as_ptr();
-        // SAFETY: a live capsule (we hold a reference); GetName does not raise for one.
-        if unsafe { ffi::PyCapsule_GetName(capsule) } != self.name {
-            return Err(PyValueError::new_err(
-                "the DLPack capsule was taken by another consumer while this one examined it",
-            ));
-        }
-        // SAFETY: a live capsule; the used name is a 'static string, as the capsule requires.
-        if unsafe { ffi::PyCapsule_SetName(capsule, self.format.used_capsule_name().as_ptr()) } != 0
-        {
-            // Not renamed: the capsule still owns the tensor.
-            return Err(PyErr::fetch(self.capsule.py()));
-        }
-        Ok(match self.format {
-            ExportStruct::Versioned => RawTensor::Versioned(self.pointer.cast()),
-            ExportStruct::Legacy => RawTensor::Legacy(self.pointer.cast()),
+        with_critical_section(self.capsule.as_any(), || {
+            let capsule = self.capsule.as_ptr();
+            // SAFETY: a live capsule (we hold a reference); GetName does not raise for one.
+            if unsafe { ffi::PyCapsule_GetName(capsule) } != self.name {
+                return Err(PyValueError::new_err(
+                    "the DLPack capsule was taken by another consumer while this one examined it",
+                ));
+            }
+            let used = self.format.used_capsule_name();
+            // SAFETY: a live capsule; the used name is a 'static string, as the capsule requires.
+            if unsafe { ffi::PyCapsule_SetName(capsule, used.as_ptr()) } != 0 {
+                // Not renamed: the capsule still owns the tensor.
+                return Err(PyErr::fetch(self.capsule.py()));
+            }
+            Ok(match self.format {
+                ExportStruct::Versioned => RawTensor::Versioned(self.pointer.cast()),
+                ExportStruct::Legacy => RawTensor::Legacy(self.pointer.cast()),
+            })
         })
     }
 }

@@ -61,6 +61,25 @@
 //! that a device crate provides ([`Exporter::with_hooks`], [`DLPackTensor::with_hooks`]); host
 //! memory needs none.
 //!
+//! # Threads and free-threaded Python
+//!
+//! A module built with this crate may keep pyo3's default and declare that it runs without the
+//! GIL (free-threaded CPython 3.13t and later); it need not declare `gil_used`. pyo3 builds such
+//! a module for the free-threaded interpreter's own version even with an `abi3-py3*` feature,
+//! since those interpreters do not load stable-ABI modules before CPython 3.15.
+//!
+//! What that takes of this crate:
+//! - A capsule is consumed once. The importer checks a capsule's name and renames it in one
+//!   critical section on the capsule (`pyo3::sync::critical_section::with_critical_section`):
+//!   of two threads importing one capsule at once, one takes the tensor and the other gets a
+//!   `ValueError`, and the tensor's deleter runs once. A consumer outside this crate that takes
+//!   a capsule without such a critical section can still race with one of ours on a
+//!   free-threaded interpreter: hand each capsule to one consumer.
+//! - [`DLPackTensor`] and [`Exporter`] are immutable and `Sync`: any number of threads may
+//!   export one tensor at once, each export sharing it.
+//! - A consumer may call the deleter of an exported Rust tensor on any thread, attached to the
+//!   interpreter or not, as DLPack allows: the `Drop` of a producer runs there.
+//!
 //! # Building an extension module
 //!
 //! A module that hands a Rust `Vec` to Python and reads any Python tensor in place:

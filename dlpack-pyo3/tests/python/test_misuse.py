@@ -2,6 +2,8 @@
 and nothing is leaked or freed twice."""
 
 import gc
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -57,6 +59,54 @@ def test_a_capsule_consumed_twice(m, balanced):
     # And our importer refuses NumPy's.
     with pytest.raises(type(theirs)):
         m.import_report(numpy_capsule)
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_threads_racing_for_one_capsule_take_it_once(m, legacy):
+    """Several threads import one capsule at once. On free-threaded CPython they run in
+    parallel, and the importer's check of the capsule's name and its renaming are one critical
+    section on the capsule; with the GIL (a switch interval of a microsecond lets the threads
+    interleave wherever they call into Python), the same path runs. Either way exactly one
+    thread takes the tensor, the others are told the capsule is used, and the tensor is deleted
+    once."""
+    threads, rounds = 4, 100
+    gc.collect()
+    made0, freed0 = m.counters()
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(rounds):
+            t = f64(m)
+            capsule = t.__dlpack__() if legacy else t.__dlpack__(max_version=(1, 0))
+            del t  # the capsule's export is the tensor's last owner
+            start = threading.Barrier(threads)
+            taken, refused, other = [], [], []
+
+            def consume():
+                start.wait()
+                try:
+                    taken.append(m.import_report(capsule)["shape"])
+                except ValueError as e:
+                    refused.append(str(e))
+                except BaseException as e:  # noqa: BLE001 - any other outcome fails the test
+                    other.append(repr(e))
+
+            workers = [threading.Thread(target=consume) for _ in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            assert not other, other
+            assert taken == [[4]], f"{len(taken)} threads took the capsule: {refused}"
+            assert len(refused) == threads - 1
+            assert all("only once" in e or "another consumer" in e for e in refused), refused
+            del capsule
+            made, freed = m.counters()
+            assert freed - freed0 == made - made0, "the tensor was not deleted exactly once"
+    finally:
+        sys.setswitchinterval(interval)
+    made, freed = m.counters()
+    assert (made - made0, freed - freed0) == (rounds, rounds)
 
 
 @pytest.mark.parametrize("legacy", [False, True])

@@ -7,31 +7,51 @@
 //!
 //! # Which layouts become safe views
 //!
-//! nalgebra strides are unsigned, so a negative stride (NumPy's `a[::-1]`) cannot be viewed at
-//! all. Beyond that, nalgebra 0.35 handles only views whose row stride is 1 soundly: for any
-//! other row stride its safe API goes out of bounds. Matrix-vector products (`gemv`, `axpy`)
-//! take the length of a strided column from its bounding box and write past the end of the
-//! result ([nalgebra#1616]); iterators (and everything built on them: `==`, `clone_owned`,
-//! `transpose`, `map`, ...) step the pointer past the end of the allocation ([nalgebra#1562]),
-//! and with a row stride of 0 they read outside the tensor. nalgebra's own
-//! `DMatrixView::from_slice_with_strides` and `rows_with_step` views have the same holes; Miri
-//! reports each of them.
+//! The safe views ([`dmatrix_view`], [`dvector_view`], their `_mut` and `_transposed` forms)
+//! take compact column-major layouts only: row stride 1 and column stride equal to the number of
+//! rows, the layout of a `DMatrix`'s own storage. To nalgebra, such a view is the same as
+//! `DMatrix::as_view()` of a matrix of that shape, so every safe nalgebra operation on it behaves
+//! as on a `DMatrix`. nalgebra 0.35 does not handle the other layouts soundly:
 //!
-//! So the safe views here have nalgebra's default strides type, `(U1, Dyn)`: row stride 1,
-//! any column stride >= 0. That covers column-major (Fortran-order) tensors, column slices with
-//! steps, row ranges, and broadcasting along columns (column stride 0, read-only views only:
-//! core refuses mutable views whose elements overlap). Axes of size 1, and every axis of an
-//! empty tensor, never address an element, so their strides (even negative ones) are ignored.
+//! - The `next_back` of its element iterators (`MatrixIter`, `MatrixIterMut`: `iter().rev()`,
+//!   `iter_mut().next_back()`, `rfold`, ...) finds the last remaining element from the front
+//!   pointer as if each column began where the previous one ends (column stride = rows x row
+//!   stride). On any other layout, once `next` has moved the front into a column, or to the end
+//!   of one, `next_back` returns an element from between the columns, from outside the tensor, or
+//!   (from `iter_mut`) one it has handed out already: on a `1 x 3` broadcast of one element,
+//!   `next` then `next_back` reads past that element; on rows `0..2` of a `3 x 3` column-major
+//!   matrix, `iter_mut` hands out element `(0, 2)` twice, as two live `&mut`. No nalgebra issue
+//!   reports this (June 2026); the code came with [nalgebra#797], which made these iterators
+//!   double-ended, and nalgebra's main branch still has it.
+//! - For a row stride other than 1, matrix-vector products (`gemv`, `axpy`) take the length of a
+//!   strided column from its bounding box and write past the end of the result
+//!   ([nalgebra#1616]); iterators (and everything built on them: `==`, `clone_owned`,
+//!   `transpose`, `map`, ...) step the pointer past the end of the allocation ([nalgebra#1562]),
+//!   and with a row stride of 0 they read outside the tensor.
+//!
+//! So column steps, row ranges of column-major data, column broadcasting and overlapping column
+//! windows are refused as safe views even though their row stride is 1. nalgebra's own sub-views
+//! (`rows`, `view`, `columns_with_step`, ...) and `from_slice_with_strides` views can have such
+//! layouts, of these views as of any `DMatrix`: iterating those from the back is unsound in
+//! nalgebra 0.35 whatever matrix they come from.
+//!
+//! Axes of size 1, and every axis of an empty tensor, never address an element, so their
+//! strides (even negative ones) are ignored: a `1 x n` row with column stride 1, and an `n x 1`
+//! column with row stride 1, are compact whatever their other stride.
 //!
 //! Every other layout is refused with [`Error::UnsupportedLayout`], naming the stride, unless the
 //! caller asks for another import:
 //!
 //! | tensor layout (NumPy) | zero-copy safe view | other zero-copy view | copy |
 //! |---|---|---|---|
-//! | row stride 1: F order, column steps `f[1:4, ::2]`, column broadcast, column windows | [`dmatrix_view`] | | [`to_dmatrix`] |
-//! | column stride 1: C order, its row steps `c[::2, :]`, row broadcast | refused | [`dmatrix_view_transposed`] (the transpose, whose row stride is 1); `unsafe` [`dmatrix_view_strided`] | [`to_dmatrix`], [`dmatrix_cow`] with [`Fallback::Copy`] |
+//! | compact column-major: F order, its column ranges `f[:, 1:3]`, a `DMatrix`'s export | [`dmatrix_view`] | | [`to_dmatrix`] |
+//! | compact row-major: C order, its row ranges `c[1:3, :]` | refused | [`dmatrix_view_transposed`] (the transpose, which is compact column-major); `unsafe` [`dmatrix_view_strided`] | [`to_dmatrix`], [`dmatrix_cow`] with [`Fallback::Copy`] |
+//! | row stride 1 otherwise: column steps `f[:, ::2]`, row ranges `f[1:3, :]`, column broadcast, column windows | refused | `unsafe` [`dmatrix_view_strided`] | as above |
+//! | column stride 1 otherwise: row steps `c[::2, :]`, column ranges `c[:, :2]`, row broadcast | refused | `unsafe` [`dmatrix_view_strided`] | as above |
 //! | neither stride 1, none negative: `c[::2, ::3]`, scalar broadcast | refused | `unsafe` [`dmatrix_view_strided`] | as above |
 //! | a negative stride: `a[::-1]` | refused | none | as above |
+//!
+//! Vectors follow the same rule: [`dvector_view`] takes stride 1 only.
 //!
 //! # Dimensions
 //!
@@ -39,6 +59,15 @@
 //! vector (DLPack has no row/column distinction for 1-d data, and nalgebra's vectors are
 //! columns). Vector imports take 1-d tensors only. Anything else is [`Error::NdimMismatch`].
 //!
+//! nalgebra loops over the rows or the columns of a matrix even when it has no elements
+//! (`transpose` over each row, `map` over each column), so an empty `i64::MAX x 0` tensor, which
+//! DLPack allows and which takes no memory, would make such operations loop 2^63 times. Every
+//! import here (views, copies, and owning imports that do not give back an exported matrix)
+//! therefore refuses an empty 2-d tensor with more than 2^30 rows or columns, with
+//! [`Error::DimOutOfRange`]. A non-empty tensor needs no such bound: a safe view has no more rows
+//! or columns than elements in memory, and a copy fails with [`Error::OutOfMemory`] first.
+//!
+//! [nalgebra#797]: https://github.com/dimforge/nalgebra/pull/797
 //! [nalgebra#1616]: https://github.com/dimforge/nalgebra/issues/1616
 //! [nalgebra#1562]: https://github.com/dimforge/nalgebra/pull/1562
 
@@ -50,16 +79,21 @@ use nalgebra::{
     SMatrix, Scalar, U1, ViewStorage, ViewStorageMut,
 };
 
-use crate::export::{DMatrixProducer, DVectorProducer, SMatrixProducer};
+use crate::export::{DMatrixProducer, DVectorProducer, SMatrixProducer, column_major_vec};
 
 /// Why [`Error::UnsupportedLayout`] refuses a negative stride.
 const NEGATIVE: &str = "nalgebra strides are unsigned, so a view cannot step backwards (copy instead: to_dmatrix, or Fallback::Copy)";
-/// ... a matrix row stride other than 1.
-const ROW_STRIDE: &str = "a safe nalgebra view needs row stride 1 (nalgebra 0.35 mishandles other row strides); for row-major data use dmatrix_view_transposed, the unsafe dmatrix_view_strided, or a copy";
-/// ... a tensor column stride other than 1, for a transposed view.
-const TRANSPOSED_STRIDE: &str = "a safe transposed view needs row stride 1, and its rows step by the tensor's column stride (nalgebra 0.35 mishandles other row strides); use dmatrix_view or a copy";
+/// ... a matrix layout that is not compact column-major.
+const COLUMN_MAJOR: &str = "a safe nalgebra view needs compact column-major strides, row stride 1 and column stride equal to the number of rows (nalgebra 0.35's iterators leave other layouts); for row-major data use dmatrix_view_transposed, otherwise the unsafe dmatrix_view_strided or a copy (to_dmatrix, Fallback::Copy)";
+/// ... a matrix layout that is not compact row-major, for a transposed view.
+const ROW_MAJOR: &str = "a safe transposed view needs compact row-major strides, column stride 1 and row stride equal to the number of columns (nalgebra 0.35's iterators leave other layouts); for column-major data use dmatrix_view, otherwise the unsafe dmatrix_view_strided or a copy (to_dmatrix)";
 /// ... a vector stride other than 1.
-const VECTOR_STRIDE: &str = "a safe nalgebra vector view needs stride 1 (nalgebra 0.35 mishandles other strides); use the unsafe dvector_view_strided or a copy";
+const VECTOR_STRIDE: &str = "a safe nalgebra vector view needs stride 1 (nalgebra 0.35 mishandles other strides); use the unsafe dvector_view_strided or a copy (to_dvector, Fallback::Copy)";
+
+/// The most rows or columns an empty matrix import may have (see the module docs).
+const MAX_EMPTY_DIM: i64 = 1 << 30;
+/// Why [`Error::DimOutOfRange`] refuses a larger one.
+const EMPTY_DIM: &str = "the rows or columns of an empty nalgebra matrix, at most 2^30 (nalgebra loops over each of them even when there are no elements)";
 
 /// A 1-d or 2-d tensor's layout as an `nrows x ncols` nalgebra matrix.
 #[derive(Clone, Copy, Debug)]
@@ -108,9 +142,22 @@ impl Layout {
         }
     }
 
+    /// Refuses an empty matrix with more than [`MAX_EMPTY_DIM`] rows or columns, which
+    /// nalgebra would loop over (a 1-d tensor's column count 1 is no tensor axis).
     fn new((r, c): (i64, i64), (rs, cs): (i64, i64), axes: (usize, usize)) -> Result<Self, Error> {
         let (nrows, ncols) = (size(axes.0, r)?, size(axes.1, c)?);
         let empty = nrows == 0 || ncols == 0;
+        if empty {
+            for (axis, value) in [(axes.0, r), (axes.1, c)] {
+                if value > MAX_EMPTY_DIM {
+                    return Err(Error::DimOutOfRange {
+                        axis,
+                        value,
+                        target: EMPTY_DIM,
+                    });
+                }
+            }
+        }
         Ok(Layout {
             nrows,
             ncols,
@@ -149,22 +196,38 @@ impl Layout {
         Ok((stride(self.axes.0, self.rs)?, stride(self.axes.1, self.cs)?))
     }
 
-    /// The column stride of a layout with row stride 1, which nalgebra handles soundly.
-    fn unit_rows(&self, reason: &'static str) -> Result<usize, Error> {
+    /// Accepts the compact column-major layout (row stride 1, column stride `nrows`), the only
+    /// one nalgebra 0.35 handles soundly (see SOUNDNESS); refuses any other, naming the first
+    /// stride that differs with `reason`.
+    fn compact(&self, reason: &'static str) -> Result<Compact, Error> {
         let (rs, cs) = self.non_negative()?;
+        let refuse = |axis, stride| Error::UnsupportedLayout {
+            axis,
+            stride,
+            reason,
+        };
         if rs != 1 {
-            return Err(Error::UnsupportedLayout {
-                axis: self.axes.0,
-                stride: self.rs,
-                reason,
-            });
+            return Err(refuse(self.axes.0, self.rs));
         }
-        Ok(cs)
+        if cs != self.nrows {
+            return Err(refuse(self.axes.1, self.cs));
+        }
+        Ok(Compact {
+            nrows: self.nrows,
+            ncols: self.ncols,
+        })
     }
 
     fn is_vector_like(&self) -> bool {
         self.nrows <= 1 || self.ncols <= 1
     }
+}
+
+/// The shape of a layout that [`Layout::compact`] accepted: strides `(1, nrows)`.
+#[derive(Clone, Copy, Debug)]
+struct Compact {
+    nrows: usize,
+    ncols: usize,
 }
 
 // Soundness of the views (cited as "SOUNDNESS" by the `// SAFETY:` comments below).
@@ -178,34 +241,47 @@ impl Layout {
 // indices share an element, and whose memory is writable). A nalgebra view `(nrows, ncols)` with
 // strides `(rs, cs)` addresses element `(i, j)` at `ptr + i * rs + j * cs`, which is exactly the
 // tensor's element `[i, j]` (or `[j, i]` for a transposed layout): a `Layout`'s strides differ
-// from the tensor's only on axes whose index is always 0. With `rs == 1`, every other address
-// nalgebra 0.35 computes (column ends `ptr + j * cs + nrows` in its iterators, the slices of
-// storages it finds contiguous and of column vectors in its BLAS routines) stays within the
-// tensor's reachable bytes or one past them, so within the allocation.
+// from the tensor's only on axes whose index is always 0.
+//
+// The safe views are compact (`Layout::compact`): strides `(1, nrows)`. Their elements are then
+// the `nrows * ncols` consecutive `T`s from `ptr`, each addressed by one index only, which is how
+// a `DMatrix` stores its elements: to nalgebra such a view is `DMatrix::as_view()` of one. Every
+// address nalgebra 0.35 computes for it is one of those elements or one past the last, so inside
+// the allocation: its iterators' column ends `ptr + (j + 1) * nrows`; the front pointer, which
+// after the last element of a column is that column's end, the next column's start; the element
+// `MatrixIter::next_back` returns for the `k`-th element after the front, `front + (k / nrows) *
+// cs + (k % nrows) * rs`, which is `front + k`, that element, exactly when `(rs, cs) = (1,
+// nrows)` (on any other layout it is not, hence the rule: it lies between the columns, outside
+// the tensor, or on an element handed out already); the slices `as_slice` and the BLAS routines
+// take of a contiguous storage, `nrows * ncols` long. With a row stride other than 1 nalgebra
+// leaves the allocation in more places (iterators' column ends, BLAS). An empty view's
+// dimensions are at most `MAX_EMPTY_DIM` (`Layout::new`), so nalgebra's loops over its rows and
+// columns end.
 
-/// A read-only nalgebra view with row stride 1.
+/// A read-only nalgebra view of a compact layout.
 ///
 /// # Safety
-/// `ptr` and `layout` come from a core view that lives for `'a` (see SOUNDNESS), and
-/// `cs == layout.unit_rows(..)?`.
-unsafe fn matrix_view_parts<'a, T: Scalar>(
-    ptr: *const T,
-    layout: &Layout,
-    cs: usize,
-) -> DMatrixView<'a, T> {
-    // SAFETY: see SOUNDNESS: every element the view addresses is an initialised, aligned
-    // `T` that nobody writes for `'a`, and with row stride 1 nalgebra stays in bounds.
+/// `ptr` comes from a core view that lives for `'a`, and `compact` from [`Layout::compact`] of
+/// that view's layout (or of its transpose) (see SOUNDNESS).
+unsafe fn matrix_view_parts<'a, T: Scalar>(ptr: *const T, compact: Compact) -> DMatrixView<'a, T> {
+    // SAFETY: see SOUNDNESS: every element the view addresses is an initialised, aligned `T`
+    // that nobody writes for `'a`, and for a compact layout nalgebra stays in bounds.
     let storage = unsafe {
-        ViewStorage::from_raw_parts(ptr, (Dyn(layout.nrows), Dyn(layout.ncols)), (U1, Dyn(cs)))
+        ViewStorage::from_raw_parts(
+            ptr,
+            (Dyn(compact.nrows), Dyn(compact.ncols)),
+            (U1, Dyn(compact.nrows)),
+        )
     };
     Matrix::from_data(storage)
 }
 
-/// A zero-copy read-only view of a 1-d or 2-d tensor as a `DMatrixView` (column-major view
-/// strides, row stride 1).
+/// A zero-copy read-only view of a compact column-major 1-d or 2-d tensor as a `DMatrixView`
+/// (strides `(1, nrows)`, as a `DMatrix`'s own).
 ///
-/// Accepts row stride 1 and any column stride >= 0 (column-major data, column steps, column
-/// broadcasting). A 1-d tensor is a column (`n x 1`).
+/// Accepts row stride 1 and column stride equal to the number of rows (F order, column ranges
+/// of it, a `DMatrix`'s export); strides of axes of size 1 do not matter. A 1-d tensor is a
+/// column (`n x 1`).
 ///
 /// ```
 /// use dlpack_core::ManagedTensor;
@@ -221,24 +297,24 @@ unsafe fn matrix_view_parts<'a, T: Scalar>(
 ///
 /// # Errors
 ///
-/// [`Error::UnsupportedLayout`] for a row-major tensor, row steps, row broadcasting and negative
-/// strides (see the [module docs](self) for why and for the alternatives),
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d.
+/// [`Error::UnsupportedLayout`] for any other layout (row-major, steps, ranges of rows,
+/// broadcasting, negative strides: see the [module docs](self) for why and for the
+/// alternatives), [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d,
+/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or columns.
 pub fn dmatrix_view<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DMatrixView<'_, T>, Error> {
-    let layout = Layout::matrix(view.shape(), view.strides())?;
-    let cs = layout.unit_rows(ROW_STRIDE)?;
-    // SAFETY: `view` is a core view living for the returned lifetime; `cs` from `unit_rows`.
-    Ok(unsafe { matrix_view_parts(view.as_ptr(), &layout, cs) })
+    let compact = Layout::matrix(view.shape(), view.strides())?.compact(COLUMN_MAJOR)?;
+    // SAFETY: `view` is a core view living for the returned lifetime; `compact` from its layout.
+    Ok(unsafe { matrix_view_parts(view.as_ptr(), compact) })
 }
 
-/// A zero-copy read-only view of the transpose of a 2-d tensor: an `ncols x nrows`
-/// `DMatrixView`. This is how a row-major (C-order) tensor becomes a safe nalgebra view without a
-/// copy: its transpose is column-major.
+/// A zero-copy read-only view of the transpose of a compact row-major 1-d or 2-d tensor: an
+/// `ncols x nrows` `DMatrixView`. This is how a row-major (C-order) tensor becomes a safe
+/// nalgebra view without a copy: its transpose is compact column-major.
 ///
-/// Accepts column stride 1 and any row stride >= 0 (the mirror of [`dmatrix_view`]); a 1-d
-/// tensor gives a `1 x n` row.
+/// Accepts column stride 1 and row stride equal to the number of columns (C order, row ranges of
+/// it: the mirror of [`dmatrix_view`]); a 1-d tensor of stride 1 gives a `1 x n` row.
 ///
 /// ```
 /// # use dlpack_core::{Export, ExportDesc, ManagedTensor};
@@ -265,43 +341,48 @@ pub fn dmatrix_view<T: Element + Scalar>(
 ///
 /// # Errors
 ///
-/// [`Error::UnsupportedLayout`] for a column stride other than 1 and for negative strides,
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d.
+/// [`Error::UnsupportedLayout`] for any other layout (column-major, steps, ranges of columns,
+/// broadcasting, negative strides), [`Error::NdimMismatch`] for a tensor that is neither 1-d nor
+/// 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or columns.
 pub fn dmatrix_view_transposed<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DMatrixView<'_, T>, Error> {
-    let layout = Layout::matrix(view.shape(), view.strides())?.transposed();
-    let cs = layout.unit_rows(TRANSPOSED_STRIDE)?;
-    // SAFETY: `view` is a core view living for the returned lifetime; the transposed layout
-    // addresses element (i, j) at the tensor's element [j, i]; `cs` from `unit_rows`.
-    Ok(unsafe { matrix_view_parts(view.as_ptr(), &layout, cs) })
+    let compact = Layout::matrix(view.shape(), view.strides())?
+        .transposed()
+        .compact(ROW_MAJOR)?;
+    // SAFETY: `view` is a core view living for the returned lifetime; `compact` from its
+    // transposed layout, which addresses element (i, j) at the tensor's element [j, i].
+    Ok(unsafe { matrix_view_parts(view.as_ptr(), compact) })
 }
 
-/// A mutable nalgebra view with row stride 1.
+/// A mutable nalgebra view of a compact layout.
 ///
 /// # Safety
-/// `ptr` and `layout` come from a core mutable view that lives for `'a` and is not used again
-/// (see SOUNDNESS), and `cs == layout.unit_rows(..)?`.
+/// `ptr` comes from a core mutable view that lives for `'a` and is not used again, and `compact`
+/// from [`Layout::compact`] of that view's layout (or of its transpose) (see SOUNDNESS).
 unsafe fn matrix_view_mut_parts<'a, T: Scalar>(
     ptr: *mut T,
-    layout: &Layout,
-    cs: usize,
+    compact: Compact,
 ) -> DMatrixViewMut<'a, T> {
     // SAFETY: see SOUNDNESS: every element the view addresses is an initialised, aligned,
     // writable `T`, distinct indices address distinct elements, and nobody else accesses them
-    // for `'a` (the core view that held that right is consumed); with row stride 1 nalgebra
-    // stays in bounds.
+    // for `'a` (the core view that held that right is consumed); for a compact layout nalgebra
+    // stays in bounds and its iterators hand out each element once.
     let storage = unsafe {
-        ViewStorageMut::from_raw_parts(ptr, (Dyn(layout.nrows), Dyn(layout.ncols)), (U1, Dyn(cs)))
+        ViewStorageMut::from_raw_parts(
+            ptr,
+            (Dyn(compact.nrows), Dyn(compact.ncols)),
+            (U1, Dyn(compact.nrows)),
+        )
     };
     Matrix::from_data(storage)
 }
 
-/// A zero-copy mutable view of a 1-d or 2-d tensor as a `DMatrixViewMut`: the mutable
-/// [`dmatrix_view`]. Writes land in the tensor's memory.
+/// A zero-copy mutable view of a compact column-major 1-d or 2-d tensor as a
+/// `DMatrixViewMut`: the mutable [`dmatrix_view`]. Writes land in the tensor's memory.
 ///
 /// Core's [`ManagedTensor::view_mut`] has already refused read-only tensors and overlapping
-/// strides (so column broadcasting too); the layouts are then those of [`dmatrix_view`].
+/// strides; the layouts are then those of [`dmatrix_view`].
 ///
 /// ```
 /// use nalgebra::DMatrix;
@@ -319,16 +400,15 @@ unsafe fn matrix_view_mut_parts<'a, T: Scalar>(
 pub fn dmatrix_view_mut<T: Element + Scalar>(
     mut view: TensorViewMut<'_, T>,
 ) -> Result<DMatrixViewMut<'_, T>, Error> {
-    let layout = Layout::matrix(view.shape(), view.strides())?;
-    let cs = layout.unit_rows(ROW_STRIDE)?;
+    let compact = Layout::matrix(view.shape(), view.strides())?.compact(COLUMN_MAJOR)?;
     let ptr = view.as_mut_ptr();
     // SAFETY: `view` is a core mutable view living for the returned lifetime, consumed here;
-    // `cs` from `unit_rows`.
-    Ok(unsafe { matrix_view_mut_parts(ptr, &layout, cs) })
+    // `compact` from its layout.
+    Ok(unsafe { matrix_view_mut_parts(ptr, compact) })
 }
 
-/// A zero-copy mutable view of the transpose of a 2-d tensor: the mutable
-/// [`dmatrix_view_transposed`], for row-major tensors. Writes land in the tensor's memory.
+/// A zero-copy mutable view of the transpose of a compact row-major 1-d or 2-d tensor: the
+/// mutable [`dmatrix_view_transposed`]. Writes land in the tensor's memory.
 ///
 /// # Errors
 ///
@@ -336,15 +416,16 @@ pub fn dmatrix_view_mut<T: Element + Scalar>(
 pub fn dmatrix_view_transposed_mut<T: Element + Scalar>(
     mut view: TensorViewMut<'_, T>,
 ) -> Result<DMatrixViewMut<'_, T>, Error> {
-    let layout = Layout::matrix(view.shape(), view.strides())?.transposed();
-    let cs = layout.unit_rows(TRANSPOSED_STRIDE)?;
+    let compact = Layout::matrix(view.shape(), view.strides())?
+        .transposed()
+        .compact(ROW_MAJOR)?;
     let ptr = view.as_mut_ptr();
     // SAFETY: as in `dmatrix_view_mut`, for the transposed layout, which addresses element
     // (i, j) at the tensor's element [j, i].
-    Ok(unsafe { matrix_view_mut_parts(ptr, &layout, cs) })
+    Ok(unsafe { matrix_view_mut_parts(ptr, compact) })
 }
 
-/// A zero-copy read-only view of a 1-d tensor as a `DVectorView` (stride 1).
+/// A zero-copy read-only view of a 1-d tensor of stride 1 as a `DVectorView`.
 ///
 /// ```
 /// let tensor = dlpack_core::ManagedTensor::export(vec![1.0f64, 2.0, 3.0])?;
@@ -360,21 +441,20 @@ pub fn dmatrix_view_transposed_mut<T: Element + Scalar>(
 pub fn dvector_view<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DVectorView<'_, T>, Error> {
-    let layout = Layout::vector(view.shape(), view.strides())?;
-    layout.unit_rows(VECTOR_STRIDE)?;
-    // SAFETY: see SOUNDNESS: `view` is a core view living for the returned lifetime and the
-    // layout's stride is 1 (checked); the column stride of a one-column view addresses nothing.
+    let compact = Layout::vector(view.shape(), view.strides())?.compact(VECTOR_STRIDE)?;
+    // SAFETY: see SOUNDNESS: `view` is a core view living for the returned lifetime and its
+    // layout is compact (`n x 1`, stride 1).
     let storage = unsafe {
         ViewStorage::from_raw_parts(
             view.as_ptr(),
-            (Dyn(layout.nrows), U1),
-            (U1, Dyn(layout.nrows)),
+            (Dyn(compact.nrows), U1),
+            (U1, Dyn(compact.nrows)),
         )
     };
     Ok(Matrix::from_data(storage))
 }
 
-/// A zero-copy mutable view of a 1-d tensor as a `DVectorViewMut`: the mutable
+/// A zero-copy mutable view of a 1-d tensor of stride 1 as a `DVectorViewMut`: the mutable
 /// [`dvector_view`].
 ///
 /// # Errors
@@ -383,18 +463,17 @@ pub fn dvector_view<T: Element + Scalar>(
 pub fn dvector_view_mut<T: Element + Scalar>(
     mut view: TensorViewMut<'_, T>,
 ) -> Result<DVectorViewMut<'_, T>, Error> {
-    let layout = Layout::vector(view.shape(), view.strides())?;
-    layout.unit_rows(VECTOR_STRIDE)?;
+    let compact = Layout::vector(view.shape(), view.strides())?.compact(VECTOR_STRIDE)?;
     let ptr = view.as_mut_ptr();
     // SAFETY: as in `dvector_view`, for the consumed core mutable view (exclusive, writable).
     let storage = unsafe {
-        ViewStorageMut::from_raw_parts(ptr, (Dyn(layout.nrows), U1), (U1, Dyn(layout.nrows)))
+        ViewStorageMut::from_raw_parts(ptr, (Dyn(compact.nrows), U1), (U1, Dyn(compact.nrows)))
     };
     Ok(Matrix::from_data(storage))
 }
 
-/// What the `_cow` imports do with a layout that cannot be a safe zero-copy view (negative
-/// strides, a row stride other than 1: see the [module docs](self)).
+/// What the `_cow` imports do with a layout that cannot be a safe zero-copy view (any layout but
+/// compact column-major: see the [module docs](self)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Fallback {
     /// Return the view's error. The default: an import never copies unless asked to.
@@ -429,11 +508,20 @@ macro_rules! cow {
                 matches!(self, Self::Borrowed(_))
             }
 
-            /// The elements in an owned matrix (copied from a view).
-            pub fn into_owned(self) -> $owned<T> {
+            /// The elements in an owned matrix: the copy itself, or a new copy of the view.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::OutOfMemory`] when the view's elements do not fit in memory (a view
+            /// made by nalgebra itself can broadcast a few elements over far more indices).
+            pub fn into_owned(self) -> Result<$owned<T>, Error> {
                 match self {
-                    Self::Borrowed(view) => view.clone_owned(),
-                    Self::Owned(owned) => owned,
+                    Self::Borrowed(view) => {
+                        let (nrows, ncols) = view.shape_generic();
+                        let data = column_major_vec(&view)?;
+                        Ok($owned::from_vec_generic(nrows, ncols, data))
+                    }
+                    Self::Owned(owned) => Ok(owned),
                 }
             }
         }
@@ -494,15 +582,17 @@ cow!(
 ///
 /// let m = dmatrix_cow(tensor.view::<i32>()?, Fallback::Copy)?;
 /// assert!(!m.is_borrowed());
-/// assert_eq!(m.into_owned().as_slice(), &[3, 2, 1]);
+/// assert_eq!(m.into_owned()?.as_slice(), &[3, 2, 1]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 ///
 /// # Errors
 ///
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, whatever the fallback.
-/// With [`Fallback::Fail`], [`Error::UnsupportedLayout`] for a layout [`dmatrix_view`] refuses;
-/// with [`Fallback::Copy`], [`Error::OutOfMemory`] when the copy does not fit in memory.
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, and
+/// [`Error::DimOutOfRange`] for an empty one with more than 2^30 rows or columns, whatever the
+/// fallback. With [`Fallback::Fail`], [`Error::UnsupportedLayout`] for a layout [`dmatrix_view`]
+/// refuses; with [`Fallback::Copy`], [`Error::OutOfMemory`] when the copy does not fit in memory
+/// (a broadcast tensor).
 pub fn dmatrix_cow<T: Element + Scalar>(
     view: TensorView<'_, T>,
     fallback: Fallback,
@@ -564,26 +654,36 @@ pub fn dvector_cow<T: Element + Scalar>(
 /// # Errors
 ///
 /// [`Error::UnsupportedLayout`] for a negative stride, [`Error::NdimMismatch`] for a tensor that
-/// is neither 1-d nor 2-d.
+/// is neither 1-d nor 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows
+/// or columns.
 ///
 /// # Safety
 ///
-/// nalgebra 0.35 is unsound for views whose row stride is not 1 (see the [module docs](self)):
-/// its iterators, and the operations built on them (`iter`, `==`, `clone_owned`, `transpose`,
-/// `map`, `sum`, ...), compute pointers outside the allocation and, for a row stride of 0, read
-/// outside it; its BLAS-style routines (`axpy`, `gemv`, `gemm` and the `*` operators built on
-/// them) write outside their output. Unless the returned view's row stride is 1, the caller must
-/// not apply nalgebra operations that iterate over the view or pass it to those routines,
-/// directly or through views derived from it. Element access by index (`m[(i, j)]`, `get`) is
-/// sound. Prefer [`dmatrix_view`], [`dmatrix_view_transposed`] or a copy.
+/// nalgebra 0.35 is sound only for compact column-major views, strides `(1, nrows)` (see the
+/// [module docs](self)); the caller must keep the returned view, and views derived from it, away
+/// from what goes wrong on its layout:
+///
+/// - Unless its strides are `(1, nrows)` (size-1 axes aside), do not iterate it from the back:
+///   no `next_back`, `rev`, `nth_back`, `rfold`, `rfind`, `rposition` on `iter()` (or
+///   `iter_mut()`). `MatrixIter::next_back` assumes that each column begins where the previous
+///   one ends, and otherwise, once `next` has been called, returns elements outside the view
+///   (reading outside the tensor) and, from `iter_mut`, hands out one element twice.
+/// - Unless its row stride is 1, do not iterate it at all, nor apply the operations built on
+///   iterators (`==`, `clone_owned`, `transpose`, `map`, `sum`, ...), which compute pointers
+///   outside the allocation and, for a row stride of 0, read outside it, nor pass it to the
+///   BLAS-style routines (`axpy`, `gemv`, `gemm` and the `*` operators built on them), which
+///   write outside their output.
+///
+/// Element access by index (`m[(i, j)]`, `get`) is always sound. Prefer [`dmatrix_view`],
+/// [`dmatrix_view_transposed`] or a copy.
 pub unsafe fn dmatrix_view_strided<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DMatrixView<'_, T, Dyn, Dyn>, Error> {
     let layout = Layout::matrix(view.shape(), view.strides())?;
     let (rs, cs) = layout.non_negative()?;
     // SAFETY: see SOUNDNESS: every element the view addresses is an initialised, aligned
-    // `T` that nobody writes for the view's lifetime; the caller keeps nalgebra's out-of-bounds
-    // routines away from it (this function's contract).
+    // `T` that nobody writes for the view's lifetime; the caller keeps the view away from what
+    // nalgebra 0.35 mishandles on its layout (this function's contract).
     let storage = unsafe {
         ViewStorage::from_raw_parts(
             view.as_ptr(),
@@ -603,9 +703,10 @@ pub unsafe fn dmatrix_view_strided<T: Element + Scalar>(
 ///
 /// # Safety
 ///
-/// As for [`dmatrix_view_strided`]: unless the view's row stride is 1, the caller must not apply
-/// nalgebra operations that iterate over it or feed it to nalgebra's BLAS-style routines, which
-/// for such views read and write outside the tensor.
+/// As for [`dmatrix_view_strided`]: unless the view's strides are `(1, nrows)`, the caller must
+/// not iterate it from the back (`iter_mut().next_back()` may hand out one element twice), and
+/// unless its row stride is 1, must not iterate it, nor feed it to nalgebra's BLAS-style
+/// routines, which for such views read and write outside the tensor.
 pub unsafe fn dmatrix_view_strided_mut<T: Element + Scalar>(
     mut view: TensorViewMut<'_, T>,
 ) -> Result<DMatrixViewMut<'_, T, Dyn, Dyn>, Error> {
@@ -613,8 +714,8 @@ pub unsafe fn dmatrix_view_strided_mut<T: Element + Scalar>(
     let (rs, cs) = layout.non_negative()?;
     let ptr = view.as_mut_ptr();
     // SAFETY: see SOUNDNESS: the consumed core mutable view gave exclusive, writable access
-    // to distinct elements for the view's lifetime; the caller keeps nalgebra's out-of-bounds
-    // routines away from the view (this function's contract).
+    // to distinct elements for the view's lifetime; the caller keeps the view away from what
+    // nalgebra 0.35 mishandles on its layout (this function's contract).
     let storage = unsafe {
         ViewStorageMut::from_raw_parts(
             ptr,
@@ -635,10 +736,10 @@ pub unsafe fn dmatrix_view_strided_mut<T: Element + Scalar>(
 ///
 /// # Safety
 ///
-/// As for [`dmatrix_view_strided`]: unless the stride is 1, the caller must not apply nalgebra
-/// operations that iterate over the view or pass it to nalgebra's BLAS-style routines (`axpy`,
-/// `gemv`, ...), which for such views read and write outside the tensor. Element access by index
-/// is sound.
+/// As for [`dmatrix_view_strided`]: unless the stride is 1, the caller must not iterate over the
+/// view (from either end), nor apply the nalgebra operations built on iterators, nor pass it to
+/// nalgebra's BLAS-style routines (`axpy`, `gemv`, ...), which for such views read and write
+/// outside the tensor. Element access by index is sound.
 pub unsafe fn dvector_view_strided<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DVectorView<'_, T, Dyn, Dyn>, Error> {
@@ -687,7 +788,8 @@ pub unsafe fn dvector_view_strided_mut<T: Element + Scalar>(
 ///
 /// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, [`Error::OutOfMemory`]
 /// when the copy does not fit in memory (a broadcast tensor can describe far more elements than
-/// its memory holds).
+/// its memory holds), [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or
+/// columns (see the [module docs](self)).
 pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatrix<T>, Error> {
     let layout = Layout::matrix(view.shape(), view.strides())?;
     let (nrows, ncols) = (layout.nrows, layout.ncols);
@@ -695,25 +797,27 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
         // At most one row or column: row-major order (core's gather) is column-major order.
         return Ok(DMatrix::from_vec(nrows, ncols, view.try_to_vec()?));
     }
-    // nalgebra allocates the copies below itself, and aborts if it cannot: make sure first
-    // that it can (a broadcast tensor describes far more elements than its memory holds).
-    drop(dlpack_core::try_vec_with_capacity::<T>(view.len())?);
-    if let Ok(cs) = layout.unit_rows(ROW_STRIDE) {
-        // SAFETY: `view` is a core view that outlives this call; `cs` from `unit_rows`.
-        return Ok(unsafe { matrix_view_parts(view.as_ptr(), &layout, cs) }.clone_owned());
+    // A 2-d tensor from here on. The Vec is allocated first, so that a tensor too large for
+    // memory (a broadcast one describes far more elements than its memory holds) is an error.
+    let mut data = dlpack_core::try_vec_with_capacity::<T>(view.len())?;
+    if layout.compact(COLUMN_MAJOR).is_ok() {
+        // SAFETY: see SOUNDNESS: a compact column-major layout's elements are the `view.len()`
+        // consecutive, initialised, aligned `T`s from `as_ptr()` (non-empty here), inside one
+        // allocation, which nobody writes while `view` lives.
+        data.extend_from_slice(unsafe { core::slice::from_raw_parts(view.as_ptr(), view.len()) });
+    } else if let Some(rows) = view.as_slice() {
+        // Compact row-major: element [i, j] is `rows[i * ncols + j]`.
+        for j in 0..ncols {
+            data.extend((0..nrows).map(|i| rows[i * ncols + j]));
+        }
+    } else {
+        // Anything else (steps, negative or zero strides): one element at a time, through core's
+        // checked indexing, in column-major order (every index here is in bounds).
+        for j in 0..ncols {
+            data.extend((0..nrows).filter_map(|i| view.get(&[i, j]).copied()));
+        }
     }
-    let transposed = layout.transposed();
-    if let Ok(cs) = transposed.unit_rows(TRANSPOSED_STRIDE) {
-        // SAFETY: as above, for the transposed layout (element (i, j) is the tensor's [j, i]).
-        return Ok(unsafe { matrix_view_parts(view.as_ptr(), &transposed, cs) }.transpose());
-    }
-    // Anything else (negative or zero strides, steps on both axes): one element at a time, in
-    // core's row-major order.
-    Ok(DMatrix::from_row_iterator(
-        nrows,
-        ncols,
-        view.iter().copied(),
-    ))
+    Ok(DMatrix::from_vec(nrows, ncols, data))
 }
 
 /// Copies a 1-d tensor of any stride (negative and zero included) into a new `DVector`.
@@ -754,8 +858,10 @@ pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVecto
 ///
 /// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, those of
 /// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view) (dtype, device, alignment), and
-/// [`Error::OutOfMemory`] when a copy does not fit in memory (a broadcast tensor). The tensor is
-/// consumed: on error it is dropped, so its deleter has run.
+/// [`Error::OutOfMemory`] when a copy does not fit in memory (a broadcast tensor),
+/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or columns that is not
+/// an exported `DMatrix` coming back. The tensor is consumed: on error it is dropped, so its
+/// deleter has run.
 pub fn into_dmatrix<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DMatrix<T>, Error> {
     let tensor = match tensor.reclaim::<DMatrixProducer<T>>() {
         Ok(producer) => return Ok(producer.into_inner()),

@@ -44,18 +44,24 @@
 //! [`TensorViewMut`](dlpack_core::TensorViewMut), so dtype, device, alignment, bounds,
 //! read-only state and overlapping strides are already checked:
 //!
-//! - zero-copy safe views: [`dmatrix_view`], [`dmatrix_view_mut`], [`dvector_view`],
-//!   [`dvector_view_mut`] (row stride 1: column-major data, column steps, column broadcasting),
-//!   and [`dmatrix_view_transposed`] / [`dmatrix_view_transposed_mut`] for row-major data;
+//! - zero-copy safe views of compact tensors: [`dmatrix_view`], [`dmatrix_view_mut`],
+//!   [`dvector_view`], [`dvector_view_mut`] for column-major data (row stride 1, column stride
+//!   = rows, as a `DMatrix` stores its elements), and [`dmatrix_view_transposed`] /
+//!   [`dmatrix_view_transposed_mut`] for row-major data;
 //! - view or copy, the caller's choice ([`Fallback`], default: fail): [`dmatrix_cow`],
-//!   [`dvector_cow`], for negative strides and the layouts nalgebra cannot view soundly;
+//!   [`dvector_cow`], for steps, ranges of rows, broadcasting, negative strides and the other
+//!   layouts nalgebra cannot view soundly; [`CowMatrix::into_owned`] copies a view fallibly;
 //! - zero-copy views with any non-negative strides, `unsafe` because nalgebra 0.35 mishandles
-//!   row strides other than 1: [`dmatrix_view_strided`] (a row-major tensor gives strides
-//!   `(cols, 1)`) and its siblings;
+//!   every layout but the compact column-major one (its iterators go out of bounds from the back,
+//!   or from both ends for row strides other than 1): [`dmatrix_view_strided`] (a row-major tensor
+//!   gives strides `(cols, 1)`) and its siblings;
 //! - owned: [`into_dmatrix`], [`into_dvector`], [`into_smatrix`] (reclaim without a copy when
 //!   possible, otherwise copy), [`to_dmatrix`], [`to_dvector`] (copy any layout).
 //!
-//! The [`import`] module docs explain which layouts become views and why.
+//! Copies report a lack of memory as [`Error::OutOfMemory`](dlpack_core::Error::OutOfMemory)
+//! rather than panicking (a broadcast tensor can describe far more elements than memory holds).
+//! Empty tensors with more than 2^30 rows or columns, which nalgebra would loop over, are
+//! refused. The [`import`] module docs explain which layouts become views and why.
 //!
 //! # Features
 //!

@@ -3,9 +3,10 @@
 
 use dlpack_core::{Error, ManagedTensor};
 use dlpack_nalgebra::{
-    Fallback, dmatrix_cow, dmatrix_view, dmatrix_view_mut, dmatrix_view_transposed,
-    dmatrix_view_transposed_mut, dvector_cow, dvector_view, export, export_copy, export_view,
-    export_view_mut, into_dmatrix, into_dvector, into_smatrix, to_dmatrix, to_dvector,
+    Fallback, dmatrix_cow, dmatrix_view, dmatrix_view_mut, dmatrix_view_strided,
+    dmatrix_view_transposed, dmatrix_view_transposed_mut, dvector_cow, dvector_view, export,
+    export_copy, export_view, export_view_mut, into_dmatrix, into_dvector, into_smatrix,
+    to_dmatrix, to_dvector,
 };
 use dlpack_testing::StridedVec;
 use nalgebra::{
@@ -243,7 +244,7 @@ fn into_dvector_of_a_vec_export_is_zero_copy_and_of_a_strided_one_a_right_copy()
 // --- exports of views -------------------------------------------------------------------------
 
 #[test]
-fn an_exported_column_step_view_is_viewed_back_in_place() {
+fn an_exported_column_step_view_is_refused_as_a_safe_view_but_strided_in_place_or_copied() {
     let m = DMatrix::from_fn(4, 6, |i, j| (10 * i + j) as f64);
     let v = m.columns_with_step(1, 3, 1); // columns 1, 3, 5
     // SAFETY: the tensor is dropped before `m`, which nobody writes meanwhile.
@@ -252,9 +253,24 @@ fn an_exported_column_step_view_is_viewed_back_in_place() {
         (tensor.shape(), tensor.strides()),
         (&[4, 3][..], &[1, 8][..])
     );
-    let back = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();
+    // Not compact column-major (column stride 8 for 4 rows): no safe view.
+    let err = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnsupportedLayout {
+                axis: 1,
+                stride: 8,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    // SAFETY: the view is only indexed.
+    let back = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()).unwrap() };
     assert_eq!(back.as_ptr(), v.as_ptr());
-    assert_eq!(back, v);
+    assert_eq!(back[(3, 2)], 35.0);
+    assert_eq!(to_dmatrix(tensor.view::<f64>().unwrap()).unwrap(), v);
     drop(tensor);
 }
 

@@ -5,11 +5,13 @@
 //! Each tensor is built by hand by the foreign-producer fixture (`common`), over a buffer whose
 //! element `k` holds `k`, so the expected matrix is read straight from the layout. Safe views are
 //! exercised with the nalgebra operations that break on the layouts this crate refuses
-//! (iterators, `==`, `transpose`, matrix-vector and matrix-matrix products), so that Miri checks
-//! the claim that the accepted layouts are sound; `unsafe` strided views are only indexed, as
-//! their contract says. Every tensor's deleter runs exactly once.
+//! (iterators from both ends, `==`, `transpose`, matrix-vector and matrix-matrix products), so
+//! that Miri checks the claim that the accepted layouts are sound; `unsafe` strided views are
+//! only indexed, as their contract says. Every tensor's deleter runs exactly once.
 
 mod common;
+
+use std::collections::VecDeque;
 
 use common::{Foreign, element_addr, import, strided};
 use dlpack_core::ffi::DLManagedTensorVersioned;
@@ -141,6 +143,23 @@ fn finish(tensor: ManagedTensor, built: &common::Built<DLManagedTensorVersioned>
 #[track_caller]
 fn exercise(view: &DMatrixView<'_, f64>, expected: &DMatrix<f64>) {
     assert_eq!(view, expected, "elements (nalgebra's iterators)");
+    let column_major: Vec<f64> = expected.iter().copied().collect();
+    let reversed: Vec<f64> = view.iter().rev().copied().collect();
+    assert!(
+        reversed.iter().eq(column_major.iter().rev()),
+        "reverse iteration"
+    );
+    // From the front and the back in turn: `next_back` after `next`.
+    let mut iter = view.iter();
+    let mut deque = VecDeque::from(column_major);
+    for k in 0..=expected.len() {
+        let (got, want) = if k % 2 == 0 {
+            (iter.next(), deque.pop_front())
+        } else {
+            (iter.next_back(), deque.pop_back())
+        };
+        assert_eq!(got.copied(), want, "step {k} from either end");
+    }
     assert_eq!(view.clone_owned(), *expected);
     assert_eq!(view.transpose(), expected.transpose());
     assert_eq!(view.sum(), expected.sum());
@@ -238,7 +257,7 @@ fn assert_copied_on_request(layout: &Layout) {
     let copied = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
     assert!(!copied.is_borrowed());
     exercise(&copied.view(), &expected);
-    assert_eq!(copied.into_owned(), expected);
+    assert_eq!(copied.into_owned().unwrap(), expected);
     assert_eq!(to_dmatrix(tensor.view::<f64>().unwrap()).unwrap(), expected);
     finish(tensor, &built);
 }
@@ -341,14 +360,46 @@ fn f_order_is_refused_as_a_transposed_view_naming_the_column_stride() {
 }
 
 #[test]
-fn f_order_column_steps_import_as_a_zero_copy_view() {
+fn f_order_column_steps_are_only_strided_views_or_copies() {
+    // Row stride 1, but column stride 10 for 3 rows: not compact.
     let layout = f_order_column_steps();
-    assert_zero_copy_view(&layout);
     let built = layout.build();
     let tensor = import(&built);
-    let view = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        1,
+        10,
+        "column stride equal to the number of rows",
+    );
+    // SAFETY: the view is only indexed.
+    let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+    assert_eq!(view.as_ptr().addr(), element_addr::<f64, _>(&built, 1));
     assert_eq!(view.strides(), (1, 10));
+    assert_indexed_eq(&view, &layout.expected());
     finish(tensor, &built);
+    assert_copied_on_request(&layout);
+}
+
+#[test]
+fn f_order_row_ranges_are_only_strided_views_or_copies() {
+    // np.asfortranarray(a)[1:3, :]: rows 1 and 2 of a 3 x 4 column-major matrix.
+    let layout = layout(&[2, 4], &[1, 3], 1, 12);
+    let built = layout.build();
+    let tensor = import(&built);
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        1,
+        3,
+        "compact column-major",
+    );
+    finish(tensor, &built);
+    assert_copied_on_request(&layout);
+}
+
+#[test]
+fn f_order_column_ranges_import_as_a_zero_copy_view() {
+    // np.asfortranarray(a)[:, 1:3]: still compact column-major.
+    assert_zero_copy_view(&layout(&[3, 2], &[1, 3], 3, 12));
 }
 
 #[test]
@@ -434,15 +485,39 @@ fn negative_strides_are_refused_by_mutable_views_which_never_copy() {
 // --- broadcasting (zero strides) ---------------------------------------------------------------
 
 #[test]
-fn broadcast_along_columns_imports_as_a_zero_copy_read_only_view() {
-    assert_zero_copy_view(&broadcast_columns());
-    assert_zero_copy_view(&layout(&[6, 7], &[1, 0], 0, 6));
+fn broadcast_along_columns_is_only_a_strided_view_or_a_copy() {
+    for layout in [broadcast_columns(), layout(&[6, 7], &[1, 0], 0, 6)] {
+        let built = layout.build();
+        let tensor = import(&built);
+        assert_stride_refused(
+            dmatrix_view(tensor.view::<f64>().unwrap()),
+            1,
+            0,
+            "compact column-major",
+        );
+        // SAFETY: the view is only indexed.
+        let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+        assert_eq!(view.strides(), (1, 0));
+        assert_indexed_eq(&view, &layout.expected());
+        finish(tensor, &built);
+        assert_copied_on_request(&layout);
+    }
 }
 
 #[test]
-fn overlapping_column_windows_import_as_a_zero_copy_read_only_view() {
+fn overlapping_column_windows_are_only_strided_views_or_copies() {
     // np.lib.stride_tricks.sliding_window_view(np.arange(6.), 3).T: column j is x[j:j + 3].
-    assert_zero_copy_view(&layout(&[3, 4], &[1, 1], 0, 6));
+    let layout = layout(&[3, 4], &[1, 1], 0, 6);
+    let built = layout.build();
+    let tensor = import(&built);
+    assert_stride_refused(
+        dmatrix_view(tensor.view::<f64>().unwrap()),
+        1,
+        1,
+        "compact column-major",
+    );
+    finish(tensor, &built);
+    assert_copied_on_request(&layout);
 }
 
 #[test]
@@ -460,7 +535,7 @@ fn broadcast_along_columns_is_refused_mutably_because_elements_overlap() {
 }
 
 #[test]
-fn broadcast_along_rows_is_a_transposed_view_or_a_copy_never_a_zero_row_stride_view() {
+fn broadcast_along_rows_is_only_a_strided_view_or_a_copy() {
     let layout = broadcast_rows();
     let built = layout.build();
     let tensor = import(&built);
@@ -471,9 +546,14 @@ fn broadcast_along_rows_is_a_transposed_view_or_a_copy_never_a_zero_row_stride_v
         0,
         "stride 1",
     );
-    let view = dmatrix_view_transposed(tensor.view::<f64>().unwrap()).unwrap();
-    assert_eq!(view.strides(), (1, 0));
-    exercise(&view, &layout.expected().transpose());
+    // Its transpose has row stride 1 but column stride 0, where `next_back` reads outside the
+    // tensor: refused too.
+    assert_stride_refused(
+        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
+        0,
+        0,
+        "compact row-major",
+    );
     finish(tensor, &built);
     assert_copied_on_request(&layout);
 }
@@ -586,7 +666,7 @@ fn one_dimensional_tensor_is_a_column_when_imported_as_a_matrix() {
 }
 
 #[test]
-fn one_dimensional_steps_are_a_row_view_a_strided_view_or_a_copy() {
+fn one_dimensional_steps_are_only_a_strided_view_or_a_copy() {
     // np.arange(6.)[::2]
     let layout = layout(&[3], &[2], 0, 6);
     let built = layout.build();
@@ -603,8 +683,13 @@ fn one_dimensional_steps_are_a_row_view_a_strided_view_or_a_copy() {
         2,
         "stride 1",
     );
-    let row = dmatrix_view_transposed(tensor.view::<f64>().unwrap()).unwrap();
-    exercise(&row, &layout.expected().transpose());
+    // As a `1 x 3` row, the step is the column stride, which must be 1 for one row.
+    assert_stride_refused(
+        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
+        0,
+        2,
+        "compact row-major",
+    );
     // SAFETY: the view is only indexed.
     let strided = unsafe { dvector_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
     assert_eq!(strided.strides().0, 2);
@@ -623,7 +708,7 @@ fn one_dimensional_negative_and_zero_strides_are_copied_on_request() {
         let expected = DVector::from_iterator(4, layout.expected().iter().copied());
         assert!(dvector_cow(tensor.view::<f64>().unwrap(), Fallback::Fail).is_err());
         let copy = dvector_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
-        assert_eq!(copy.into_owned(), expected);
+        assert_eq!(copy.into_owned().unwrap(), expected);
         assert_eq!(to_dvector(tensor.view::<f64>().unwrap()).unwrap(), expected);
         finish(tensor, &built);
     }

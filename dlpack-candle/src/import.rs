@@ -6,8 +6,9 @@ use core::mem::ManuallyDrop;
 
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, DType, Shape, Storage, Tensor};
-use dlpack_core::{CheckedTensor, Dims, Element, ManagedTensor};
+use dlpack_core::{CheckedTensor, Element, ManagedTensor};
 
+use crate::shape::candle_shape;
 use crate::{CandleError, CandleExport, Float8E8M0, candle_dtype};
 
 /// Whether [`import`] may copy.
@@ -116,8 +117,11 @@ pub struct Imported {
 ///
 /// [`CandleError::NoCandleDType`] for a dtype candle lacks, [`CandleError::CopyRefused`] (which
 /// gives the tensor back) when `mode` is [`CopyMode::Never`] and only a copy would do,
-/// [`CandleError::DLPack`] when the copy cannot read the tensor (device memory, say). Except
-/// for `CopyRefused`, the tensor is deleted when the import fails.
+/// [`CandleError::DLPack`] when the copy cannot read the tensor (device memory, say) or does
+/// not fit in memory, and [`dlpack_core::Error::Overflow`] (as [`CandleError::DLPack`], whatever
+/// the mode) for a shape candle cannot hold: one without elements whose non-zero sizes multiply
+/// past `usize::MAX`, such as `[2^62, 2^62, 0]`. Except for `CopyRefused`, the tensor is deleted
+/// when the import fails.
 pub fn import(tensor: ManagedTensor, mode: CopyMode) -> Result<Imported, CandleError> {
     let dtype = candle_dtype(tensor.dtype())?;
     let mut tensor = tensor;
@@ -131,7 +135,11 @@ pub fn import(tensor: ManagedTensor, mode: CopyMode) -> Result<Imported, CandleE
             }
             Err(tensor) => tensor,
         };
-        tensor = match move_in(tensor, dtype)? {
+    }
+    // Neither a move nor a copy can give candle a shape it cannot hold.
+    let shape = candle_shape(tensor.shape())?;
+    if mode != CopyMode::Always {
+        tensor = match move_in(tensor, dtype, &shape)? {
             Ok(moved) => {
                 return Ok(Imported {
                     tensor: moved,
@@ -152,7 +160,7 @@ pub fn import(tensor: ManagedTensor, mode: CopyMode) -> Result<Imported, CandleE
         return Err(CandleError::CopyRefused { reason, tensor });
     }
     Ok(Imported {
-        tensor: copy_to_candle(&tensor)?,
+        tensor: candle_tensor(copy_to_storage(&tensor)?, shape),
         transfer: Transfer::Copied(reason),
     })
 }
@@ -164,11 +172,19 @@ pub fn import(tensor: ManagedTensor, mode: CopyMode) -> Result<Imported, CandleE
 /// # Errors
 ///
 /// [`CandleError::NoCandleDType`] for a dtype candle lacks, [`CandleError::DLPack`] when the
-/// host cannot read the tensor.
+/// host cannot read the tensor or the copy does not fit in memory, and
+/// [`dlpack_core::Error::Overflow`] (as [`CandleError::DLPack`]) for a shape without elements
+/// whose non-zero sizes multiply past `usize::MAX`, which candle cannot hold.
 pub fn copy_to_candle(tensor: &CheckedTensor) -> Result<Tensor, CandleError> {
-    fn copy<T: CandleElement>(tensor: &CheckedTensor) -> Result<Tensor, CandleError> {
-        let data = tensor.to_vec::<T>()?;
-        into_candle(data, tensor.shape())
+    let shape = candle_shape(tensor.shape())?;
+    Ok(candle_tensor(copy_to_storage(tensor)?, shape))
+}
+
+/// The elements of a host-readable DLPack tensor of a candle dtype, gathered in row-major order
+/// into new candle CPU storage (allocated fallibly).
+pub(crate) fn copy_to_storage(tensor: &CheckedTensor) -> Result<CpuStorage, CandleError> {
+    fn copy<T: CandleElement>(tensor: &CheckedTensor) -> Result<CpuStorage, CandleError> {
+        Ok(T::into_storage(tensor.to_vec::<T>()?))
     }
     match candle_dtype(tensor.dtype())? {
         DType::U8 => copy::<u8>(tensor),
@@ -190,28 +206,29 @@ pub fn copy_to_candle(tensor: &CheckedTensor) -> Result<Tensor, CandleError> {
 fn move_in(
     tensor: ManagedTensor,
     dtype: DType,
+    shape: &Shape,
 ) -> Result<Result<Tensor, ManagedTensor>, CandleError> {
     fn take<T: CandleElement>(
         tensor: ManagedTensor,
+        shape: &Shape,
     ) -> Result<Result<Tensor, ManagedTensor>, CandleError> {
-        let shape = tensor.shape().to_vec();
         match tensor.into_vec::<T>() {
-            Ok(data) => into_candle(data, &shape).map(Ok),
+            Ok(data) => into_candle(data, shape).map(Ok),
             Err(tensor) => Ok(Err(tensor)),
         }
     }
     match dtype {
-        DType::U8 => take::<u8>(tensor),
-        DType::U32 => take::<u32>(tensor),
-        DType::I16 => take::<i16>(tensor),
-        DType::I32 => take::<i32>(tensor),
-        DType::I64 => take::<i64>(tensor),
-        DType::BF16 => take::<half::bf16>(tensor),
-        DType::F16 => take::<half::f16>(tensor),
-        DType::F32 => take::<f32>(tensor),
-        DType::F64 => take::<f64>(tensor),
-        DType::F8E4M3 => take::<float8::F8E4M3>(tensor),
-        DType::F8E8M0 => take::<Float8E8M0>(tensor),
+        DType::U8 => take::<u8>(tensor, shape),
+        DType::U32 => take::<u32>(tensor, shape),
+        DType::I16 => take::<i16>(tensor, shape),
+        DType::I32 => take::<i32>(tensor, shape),
+        DType::I64 => take::<i64>(tensor, shape),
+        DType::BF16 => take::<half::bf16>(tensor, shape),
+        DType::F16 => take::<half::f16>(tensor, shape),
+        DType::F32 => take::<f32>(tensor, shape),
+        DType::F64 => take::<f64>(tensor, shape),
+        DType::F8E4M3 => take::<float8::F8E4M3>(tensor, shape),
+        DType::F8E8M0 => take::<Float8E8M0>(tensor, shape),
         other => Err(unsupported(other)),
     }
 }
@@ -228,37 +245,24 @@ fn unsupported(dtype: DType) -> CandleError {
 }
 
 /// A row-major `Vec` of `shape`'s elements as a candle CPU tensor, without a copy.
-fn into_candle<T: CandleElement>(data: Vec<T>, shape: &[i64]) -> Result<Tensor, CandleError> {
-    let dims = Vec::<usize>::from_dims(shape)?;
-    // candle multiplies the sizes from the last one on, unchecked, to make contiguous strides:
-    // sizes whose products overflow (a tensor without elements may have any, `[0, 2^62, 2^62]`
-    // say) would panic there, or wrap in a release build.
-    dims.iter()
-        .rev()
-        .try_fold(1usize, |product, &d| product.checked_mul(d))
-        .ok_or_else(|| dlpack_core::Error::Overflow {
-            what: format!(
-                "the products of the sizes {dims:?} that candle makes its strides from exceed usize"
-            ),
-        })?;
-    let shape = Shape::from(dims);
+fn into_candle<T: CandleElement>(data: Vec<T>, shape: &Shape) -> Result<Tensor, CandleError> {
     if data.len() != shape.elem_count() {
         return Err(CandleError::VecLength {
             found: data.len(),
             expected: shape.elem_count(),
         });
     }
-    let storage = Storage::Cpu(T::into_storage(data));
-    Ok(Tensor::from_storage(
-        storage,
-        shape,
-        BackpropOp::none(),
-        false,
-    ))
+    Ok(candle_tensor(T::into_storage(data), shape.clone()))
+}
+
+/// CPU storage holding exactly `shape`'s elements in row-major order, as a candle tensor (no
+/// copy). `shape` comes from [`candle_shape`], so candle's arithmetic on it cannot overflow.
+pub(crate) fn candle_tensor(storage: CpuStorage, shape: Shape) -> Tensor {
+    Tensor::from_storage(Storage::Cpu(storage), shape, BackpropOp::none(), false)
 }
 
 /// An element type whose `Vec` is the storage of one candle CPU dtype.
-trait CandleElement: Element {
+pub(crate) trait CandleElement: Element {
     /// Wraps the `Vec` (no copy) as candle CPU storage.
     fn into_storage(data: Vec<Self>) -> CpuStorage;
 }

@@ -69,6 +69,7 @@ pub mod dtype;
 mod error;
 mod export;
 mod import;
+mod shape;
 
 pub use dtype::{Float8E8M0, candle_dtype, dlpack_dtype};
 pub use error::CandleError;

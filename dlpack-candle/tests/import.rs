@@ -489,10 +489,77 @@ fn an_empty_tensor_whose_sizes_overflow_candles_strides_is_an_error() -> Result 
             "{err}"
         );
         assert!(
-            err.to_string().contains("candle makes its strides from"),
+            err.to_string()
+                .contains("multiply past usize::MAX once the zeros are left out"),
             "{err}"
         );
         assert_eq!(drops.count(), 1, "the producer is dropped once");
     }
+    Ok(())
+}
+
+/// A foreign tensor of `shape` with no elements, imported with `mode`: its deleter count after
+/// the import and the result.
+fn import_empty_foreign(
+    shape: &[i64],
+    mode: CopyMode,
+) -> (
+    std::result::Result<dlpack_candle::Imported, CandleError>,
+    Arc<AtomicUsize>,
+) {
+    let built = dlpack_testing::Foreign::new(DataType::F32, shape).build();
+    let deletes = built.counter();
+    // SAFETY: the fixture built a live tensor that nobody else owns.
+    let tensor = unsafe { ManagedTensor::from_raw(built.ptr) }.expect("a valid empty tensor");
+    (import(tensor, mode), deletes)
+}
+
+#[test]
+fn a_zero_element_shape_whose_sizes_overflow_in_any_order_is_refused_without_a_panic() {
+    // No elements, so DLPack accepts any sizes. candle multiplies them unchecked: the element
+    // count from the first (2^62 * 2^62 before the 0), contiguous strides from the last, and
+    // products over any axes (`mean` over axes 0 and 2 of the middle shape). Whatever the
+    // order, a shape whose non-zero sizes multiply past usize::MAX never reaches candle.
+    for shape in [
+        [1i64 << 62, 1 << 62, 0],
+        [1 << 62, 0, 1 << 62],
+        [0, 1 << 62, 1 << 62],
+    ] {
+        for mode in [CopyMode::IfNeeded, CopyMode::Always, CopyMode::Never] {
+            let (result, deletes) = std::panic::catch_unwind(|| import_empty_foreign(&shape, mode))
+                .unwrap_or_else(|_| panic!("importing {shape:?} ({mode:?}) panicked"));
+            let err = result.expect_err("candle cannot hold this shape");
+            assert!(
+                matches!(err, CandleError::DLPack(Error::Overflow { .. })),
+                "{shape:?} {mode:?}: {err}"
+            );
+            assert!(
+                err.to_string()
+                    .contains("multiply past usize::MAX once the zeros are left out"),
+                "{err}"
+            );
+            drop(err);
+            assert_eq!(deletes.load(Ordering::SeqCst), 1, "deleted once");
+        }
+    }
+}
+
+#[test]
+fn a_zero_element_shape_whose_non_zero_sizes_fit_usize_becomes_a_candle_tensor() -> Result {
+    // 2^31 * 2^31 = 2^62: every product candle forms of these sizes fits usize.
+    let (result, deletes) = import_empty_foreign(&[0, 1 << 31, 1 << 31], CopyMode::IfNeeded);
+    let imported = result?;
+    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
+    let t = imported.tensor;
+    assert_eq!(t.dims(), &[0, 1 << 31, 1 << 31]);
+    assert_eq!(t.elem_count(), 0);
+    assert_eq!(t.stride(), &[1 << 62, 1 << 31, 1]);
+    assert_eq!(t.sum_keepdim(2)?.dims(), &[0, 1 << 31, 1]);
+    assert_eq!(t.flatten_all()?.dims(), &[0]);
+    assert_eq!(
+        deletes.load(Ordering::SeqCst),
+        1,
+        "the copy left the producer behind"
+    );
     Ok(())
 }

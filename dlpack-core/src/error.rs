@@ -156,6 +156,17 @@ pub enum Error {
         /// [`Element`]: crate::Element
         byte: u8,
     },
+    /// A typed view of an element type that not every bit pattern is valid for (`bool`) was
+    /// asked of memory that code outside Rust may write while the view lives (a tensor imported
+    /// from Python, [`ManagedTensor::into_externally_writable`]): such a write could put an
+    /// invalid value under a Rust reference. Copy the elements instead (`to_vec` checks each as
+    /// it copies) or view their bytes (`view_bytes`).
+    ///
+    /// [`ManagedTensor::into_externally_writable`]: crate::ManagedTensor::into_externally_writable
+    ExternallyWritable {
+        /// The element type asked for.
+        dtype: DataType,
+    },
     /// The number of dimensions differs from the one asked for.
     NdimMismatch {
         /// The tensor's ndim.
@@ -374,6 +385,10 @@ impl fmt::Display for Error {
             Error::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate {bytes} bytes for a copy of the tensor")
             }
+            Error::ExternallyWritable { dtype } => write!(
+                f,
+                "a {dtype} view of memory that code outside Rust (Python, say) may write could read an invalid {dtype}; copy the elements with to_vec (each is checked as it is copied) or read their bytes with view_bytes"
+            ),
             Error::InvalidValue { dtype, index, byte } if *dtype == DataType::BOOL => write!(
                 f,
                 "element {index} holds byte {byte:#04x}, not a valid {dtype} (expected 0 or 1)"

@@ -41,6 +41,9 @@ pub struct CheckedTensor {
     own_strides: Option<Box<[i64]>>,
     /// Whether views may read the memory in place.
     host_accessible: bool,
+    /// Whether code outside Rust's borrow rules may write the memory while views of it live
+    /// ([`ManagedTensor::into_externally_writable`]).
+    externally_writable: bool,
 }
 
 impl CheckedTensor {
@@ -140,6 +143,7 @@ impl CheckedTensor {
             span,
             own_strides: None,
             host_accessible: t.device.device_type.is_host_accessible(),
+            externally_writable: false,
         })
     }
 
@@ -204,6 +208,7 @@ impl CheckedTensor {
             span,
             own_strides,
             host_accessible: t.device.device_type.is_host_accessible(),
+            externally_writable: false,
         })
     }
 
@@ -358,6 +363,14 @@ impl CheckedTensor {
         self.host_accessible
     }
 
+    /// Whether code outside Rust's borrow rules may write the memory while views of it live
+    /// ([`ManagedTensor::into_externally_writable`]): typed views of element types that not
+    /// every bit pattern is valid for (`bool`) are refused then, and copies are checked.
+    #[inline]
+    pub fn is_externally_writable(&self) -> bool {
+        self.externally_writable
+    }
+
     /// A typed read-only view.
     ///
     /// # Errors
@@ -365,11 +378,17 @@ impl CheckedTensor {
     /// [`Error::DataTypeMismatch`] if `T`'s dtype is not the tensor's,
     /// [`Error::NotHostAccessible`] if the host cannot read the memory, [`Error::Misaligned`] if
     /// the first element is not aligned for `T`. For `bool` (an [`Element`] whose values are
-    /// checked), [`Error::InvalidValue`] if an element is neither 0 nor 1, and
-    /// [`Error::IrregularOverlap`] for strides too irregular to check every element.
+    /// checked), [`Error::InvalidValue`] if an element is neither 0 nor 1,
+    /// [`Error::IrregularOverlap`] for strides too irregular to check every element, and
+    /// [`Error::ExternallyWritable`] when code outside Rust may write the memory meanwhile
+    /// ([`ManagedTensor::into_externally_writable`]; [`CheckedTensor::to_vec`] copies such a
+    /// tensor, checking every element).
     #[inline]
     pub fn view<T: Element>(&self) -> Result<TensorView<'_, T>, Error> {
         let base = self.typed_base::<T>()?;
+        if !T::ANY_BIT_PATTERN && self.externally_writable {
+            return Err(Error::ExternallyWritable { dtype: T::DTYPE });
+        }
         // SAFETY: `typed_base` checked dtype, host access and alignment; validation in `new`
         // established that every reachable element lies in the producer's allocation, which
         // stays valid and unmodified (except through this tensor) while `self` is borrowed.
@@ -415,12 +434,49 @@ impl CheckedTensor {
     /// Copies the elements into a new row-major `Vec` (the strided gather; a single `memcpy` for
     /// contiguous data).
     ///
+    /// Of memory that code outside Rust may write ([`ManagedTensor::into_externally_writable`]),
+    /// `bool`s are copied as bytes and checked in the copy, where no one else can change them.
+    ///
     /// # Errors
     ///
-    /// Those of [`CheckedTensor::view`], and [`Error::OutOfMemory`] if the elements do not fit
-    /// in memory (a broadcast tensor can describe far more elements than its memory holds).
+    /// Those of [`CheckedTensor::view`] (but [`Error::ExternallyWritable`] for a one-byte
+    /// type), and [`Error::OutOfMemory`] if the elements do not fit in memory (a broadcast
+    /// tensor can describe far more elements than its memory holds).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, Error> {
+        if !T::ANY_BIT_PATTERN && self.externally_writable {
+            return self.to_vec_checked::<T>();
+        }
         self.view::<T>()?.try_to_vec()
+    }
+
+    /// [`CheckedTensor::to_vec`] of memory that others may write, for an element type whose
+    /// values are checked: the bytes are copied first, into memory only this copy owns, and
+    /// checked there, so no reference to an element is ever made of the shared memory.
+    #[cold]
+    fn to_vec_checked<T: Element>(&self) -> Result<Vec<T>, Error> {
+        self.check_dtype::<T>()?;
+        if core::mem::size_of::<T>() != 1 || core::mem::align_of::<T>() != 1 {
+            // Only one-byte types (bool) have a byte view to copy through.
+            return Err(Error::ExternallyWritable { dtype: T::DTYPE });
+        }
+        let bytes = self.view_bytes()?.try_to_vec()?;
+        if let Some(index) = bytes
+            .iter()
+            .position(|b| !T::is_valid_bits(core::slice::from_ref(b)))
+        {
+            return Err(Error::InvalidValue {
+                dtype: T::DTYPE,
+                index,
+                byte: bytes[index],
+            });
+        }
+        let mut bytes = core::mem::ManuallyDrop::new(bytes);
+        let (ptr, len, capacity) = (bytes.as_mut_ptr(), bytes.len(), bytes.capacity());
+        // SAFETY: `T` is one byte wide with alignment 1 (checked above), so the allocation of a
+        // `Vec<u8>` of this capacity is one of a `Vec<T>` of the same capacity (same size and
+        // alignment); its `len` bytes are initialised, each a valid `T` (checked just above);
+        // the `Vec<u8>` is forgotten, so the allocation has one owner.
+        Ok(unsafe { Vec::from_raw_parts(ptr.cast::<T>(), len, capacity) })
     }
 
     /// Copies the elements into a new row-major `Vec`, through `hooks` when the memory is not
@@ -1419,6 +1475,35 @@ impl ManagedTensor {
     /// ```
     pub fn into_read_only(mut self) -> Self {
         self.checked.flags |= Flags::READ_ONLY;
+        self
+    }
+
+    /// Marks the memory as writable by code outside Rust's borrow rules while this owner lives:
+    /// Python code holding the producer's array, a C library. Rust cannot stop such writes, so
+    /// what it can check changes:
+    ///
+    /// - a typed view of an element type that every bit pattern is valid for (integers,
+    ///   floats) still works: a write meanwhile changes the values it reads, as a write by
+    ///   another thread to the memory of a `&[AtomicU8]` would, and the code that writes is
+    ///   responsible for doing so only while no Rust code is reading;
+    /// - a view of `bool` (whose other bit patterns would be undefined behaviour to read) is
+    ///   refused with [`Error::ExternallyWritable`]; [`CheckedTensor::to_vec`] copies it,
+    ///   checking every element in the copy, and [`CheckedTensor::view_bytes`] reads its bytes.
+    ///
+    /// dlpack-pyo3 marks every tensor it imports from Python, and every tensor it exports to
+    /// Python writable.
+    ///
+    /// ```
+    /// use dlpack_core::{Error, ManagedTensor};
+    ///
+    /// let t = ManagedTensor::export(vec![true, false])?.into_externally_writable();
+    /// assert_eq!(t.view::<bool>().unwrap_err(), Error::ExternallyWritable { dtype: dlpack_core::DataType::BOOL });
+    /// assert_eq!(t.to_vec::<bool>()?, [true, false]); // a checked copy
+    /// assert_eq!(t.view_bytes()?.to_vec(), [1, 0]);
+    /// # Ok::<(), Error>(())
+    /// ```
+    pub fn into_externally_writable(mut self) -> Self {
+        self.checked.externally_writable = true;
         self
     }
 

@@ -213,3 +213,61 @@ fn into_vec_leaves_a_few_elements_in_a_large_allocation_with_their_producer() {
     let v: Vec<f64> = t.reclaim().unwrap();
     assert_eq!((v.as_ptr(), v.capacity() >= 100_000), (address, true));
 }
+
+#[test]
+fn memory_others_may_write_gives_no_bool_view_and_a_checked_copy() {
+    // Foreign code (Python, say) may write 2 into a bool's byte while Rust holds the tensor:
+    // a `&bool` into it could then hold an invalid value, so none is made.
+    let built = Foreign::of(&[1u8, 0, 1, 1, 0, 0], &[2, 3])
+        .dtype(DataType::BOOL)
+        .with_strides(&[1, 2])
+        .build();
+    // SAFETY: the fixture's block describes its own buffer; handed over once.
+    let t = unsafe { ManagedTensor::from_raw(built.ptr) }
+        .unwrap()
+        .into_externally_writable();
+    assert!(t.is_externally_writable());
+    let err = t.view::<bool>().unwrap_err();
+    assert_eq!(
+        err,
+        Error::ExternallyWritable {
+            dtype: DataType::BOOL
+        }
+    );
+    assert!(err.to_string().contains("to_vec"), "{err}");
+    // The copy is checked in memory only it owns, in row-major order.
+    assert_eq!(
+        t.to_vec::<bool>().unwrap(),
+        [true, true, false, false, true, false]
+    );
+    assert_eq!(t.view_bytes().unwrap().to_vec(), [1, 1, 0, 0, 1, 0]);
+    // Types every bit pattern is valid for are viewed as before.
+    let ints = ManagedTensor::export(vec![5u8, 6])
+        .unwrap()
+        .into_externally_writable();
+    assert_eq!(ints.view::<u8>().unwrap().to_vec(), [5, 6]);
+}
+
+#[test]
+fn a_checked_copy_of_memory_others_wrote_an_invalid_bool_into_is_refused() {
+    let built = Foreign::of(&[0u8, 1, 2], &[3])
+        .dtype(DataType::BOOL)
+        .build();
+    // SAFETY: as above.
+    let t = unsafe { ManagedTensor::from_raw(built.ptr) }
+        .unwrap()
+        .into_externally_writable();
+    assert_eq!(
+        t.to_vec::<bool>().unwrap_err(),
+        Error::InvalidValue {
+            dtype: DataType::BOOL,
+            index: 2,
+            byte: 2
+        }
+    );
+    // Other element types are still checked against the dtype first.
+    assert!(matches!(
+        t.to_vec::<u8>().unwrap_err(),
+        Error::DataTypeMismatch { .. }
+    ));
+}

@@ -37,7 +37,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("candle t @ t.T        {:?}", gram.to_vec2::<f32>()?);
 
     // candle -> ndarray: a read-only ndarray view of candle's memory, transposed in place.
-    let dl = dlpack_candle::export(&t.t()?)?;
+    // SAFETY: nothing writes to `t`'s storage while the view lives.
+    let dl = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
     let view: ArrayView2<f32> = dl.as_array_view()?;
     println!(
         "ndarray view          {:p}  shape {:?}, strides {:?}",

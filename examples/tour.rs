@@ -198,7 +198,8 @@ fn adapters_tour() -> Result<(), Box<dyn std::error::Error>> {
         candle_storage(&t),
         same(candle_storage(&t), a_ptr)
     );
-    let back = dlpack_candle::export(&t.t()?)?;
+    // SAFETY: nothing writes to `t`'s storage while `back` lives.
+    let back = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
     let view: ArrayView2<f32> = back.as_array_view()?;
     println!(
         "   candle's transpose as an ndarray view at {:p} (strides {:?}): {}",

@@ -62,7 +62,8 @@ fn arrays_of_every_shared_dtype_move_into_candle() -> Result {
 #[test]
 fn a_candle_tensor_is_an_ndarray_view_of_the_same_memory() -> Result {
     let t = Tensor::arange(0f32, 12., &Device::Cpu)?.reshape((3, 4))?;
-    let dl = dlpack_candle::export(&t)?;
+    // SAFETY: nothing writes to `t`'s storage in this test.
+    let dl = unsafe { dlpack_candle::into_dlpack(t.clone()) }?;
     let view: ArrayView2<f32> = dl.as_array_view()?;
     assert_eq!(view.as_ptr().addr(), storage_address::<f32>(&t));
     assert_eq!(
@@ -100,7 +101,8 @@ fn strided_candle_tensors_are_strided_ndarray_views() -> Result {
         ),
     ];
     for (candle, expected) in cases {
-        let dl = dlpack_candle::export(&candle)?;
+        // SAFETY: nothing writes to `t`'s storage in this test.
+        let dl = unsafe { dlpack_candle::into_dlpack(candle.clone()) }?;
         let view: ArrayViewD<i64> = dl.as_array_view()?;
         let offset = candle.layout().start_offset() * 8;
         assert_eq!(view.as_ptr().addr(), base + offset, "{:?}", candle.layout());
@@ -114,7 +116,8 @@ fn strided_candle_tensors_are_strided_ndarray_views() -> Result {
 #[test]
 fn an_ndarray_view_of_a_candle_tensor_is_read_only() -> Result {
     let t = Tensor::zeros((2, 2), DType::F64, &Device::Cpu)?;
-    let mut dl = dlpack_candle::export(&t)?;
+    // SAFETY: nothing writes to `t`'s storage in this test.
+    let mut dl = unsafe { dlpack_candle::into_dlpack(t.clone()) }?;
     let err = dl.as_array_view_mut::<f64, Ix2>().unwrap_err();
     assert_eq!(err, Error::ReadOnly);
     let mut kept = ImportedArray::<f64, Ix2>::new(dl)?;
@@ -129,7 +132,8 @@ fn ndarray_to_candle_to_ndarray_never_copies() -> Result {
     let address = a.as_ptr().addr();
     let t = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?.tensor;
     let doubled = (&t * 2.0)?; // candle computes into new storage
-    let dl = dlpack_candle::export(&t.t()?)?;
+    // SAFETY: nothing writes to `t`'s storage in this test.
+    let dl = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
     let view: ArrayView2<f32> = dl.as_array_view()?;
     assert_eq!(view.as_ptr().addr(), address, "the original array's memory");
     assert_eq!(view, array![[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]);

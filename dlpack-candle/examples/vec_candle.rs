@@ -33,7 +33,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // candle -> DLPack: a read-only view of the same memory, with candle's layout.
     let cols = t.narrow(1, 1, 2)?.t()?; // columns 1 and 2, transposed: strided, offset
-    let dl = dlpack_candle::export(&cols)?;
+    // SAFETY: nothing writes to `t`'s storage until the export comes back below.
+    let dl = unsafe { dlpack_candle::into_dlpack(cols.clone()) }?;
     let first = dl.view::<f32>()?.as_ptr();
     println!(
         "DLPack data         {:p}  + byte_offset {} = {first:p}, shape {:?}, strides {:?}, read-only {}",
@@ -59,6 +60,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(storage_ptr(&back.tensor)?, vec_ptr);
     assert_eq!(back.tensor.layout(), cols.layout());
+
+    // A copy needs no promise: candle may write in place while it lives.
+    let copy = dlpack_candle::to_dlpack(&cols)?;
+    t.zero_set()?;
+    println!(
+        "DLPack copy         {:p}  shape {:?}, strides {:?}, flags {}",
+        copy.data_ptr(),
+        copy.shape(),
+        copy.strides(),
+        copy.flags()
+    );
+    assert_eq!(copy.to_vec::<f32>()?, values);
 
     // Shared memory cannot become candle storage: a copy, said so, or refused.
     let shared: std::sync::Arc<[f32]> = vec![1.0, 2.0].into();

@@ -1,158 +1,188 @@
-//! Export: a candle CPU tensor as a read-only DLPack tensor on the same memory.
+//! Export: a candle CPU tensor as a DLPack tensor, lent without a copy ([`into_dlpack`]) or
+//! copied ([`to_dlpack`]). Neither holds candle's storage lock past the call.
 
+use core::any::Any;
 use core::ffi::c_void;
 use core::fmt;
-use core::mem::ManuallyDrop;
 
-use candle_core::{CpuStorage, DeviceLocation, Storage, StorageRef, Tensor};
-use dlpack_core::{DataType, Device, Export, ExportDesc, Flags, ManagedTensor};
+use candle_core::{CpuStorage, DType, DeviceLocation, Layout, Storage, Tensor};
+use dlpack_core::{DataType, Device, Export, ExportDesc, Flags, ManagedTensor, give_buffer_vec};
 
+use crate::import::{candle_tensor, copy_to_storage};
+use crate::shape::check_products;
 use crate::{CandleError, dlpack_dtype};
 
-/// Exports a candle CPU tensor without a copy: the DLPack tensor reads candle's own storage,
-/// with the tensor's shape, strides and offset, and is flagged read-only.
+/// Copies a candle CPU tensor into a new DLPack tensor that owns the copy.
 ///
-/// The managed tensor keeps a clone of the candle tensor (and so its storage) alive, and holds
-/// a read lock on that storage until it is dropped: see [`CandleExport`] for what that means
-/// for candle's in-place writers.
+/// The elements are gathered in row-major order, whatever the tensor's strides and offset, into
+/// memory that the managed tensor alone owns: it is writable, flagged [`Flags::IS_COPIED`],
+/// handed over as a `Vec` to a consumer that takes one ([`ManagedTensor::into_vec`]), and
+/// becomes candle storage again, without another copy, through [`import`](crate::import).
+/// candle's storage lock is held only while the elements are read, as for any candle read:
+/// candle may write the tensor in place right after the call, on any thread, while the copy
+/// lives.
 ///
 /// ```
-/// use candle_core::{Device, IndexOp, Tensor};
+/// use candle_core::{Device, Tensor};
+/// use dlpack_core::Flags;
 ///
-/// let t = Tensor::arange(0f32, 12., &Device::Cpu)?.reshape((3, 4))?;
-/// let cols = t.i((.., 1..3))?.t()?; // a strided, offset view of the same storage
-/// let dl = dlpack_candle::export(&cols)?;
-/// assert_eq!((dl.shape(), dl.strides(), dl.byte_offset()), (&[2i64, 3][..], &[1i64, 4][..], 4));
-/// assert!(dl.is_read_only());
-/// let view = dl.view::<f32>()?;
-/// assert_eq!(view.get(&[1, 2]), Some(&10.0)); // t[2, 2]
+/// let t = Tensor::arange(0f32, 6., &Device::Cpu)?.reshape((2, 3))?;
+/// let dl = dlpack_candle::to_dlpack(&t.t()?)?;
+/// assert!(dl.flags().contains(Flags::IS_COPIED) && !dl.is_read_only());
+/// assert_eq!((dl.shape(), dl.strides()), (&[3i64, 2][..], &[2i64, 1][..]));
+/// t.zero_set()?; // candle writes in place while the copy lives
+/// assert_eq!(dl.to_vec::<f32>()?, [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
 /// # Errors
 ///
 /// [`CandleError::Device`] for a tensor that is not on the CPU, [`CandleError::CandleDType`]
-/// for a dtype DLPack cannot carry, [`CandleError::DLPack`] for a layout the export refuses.
-pub fn export(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
-    Ok(ManagedTensor::export(CandleExport::new(tensor)?)?)
+/// for a dtype DLPack cannot carry, and [`CandleError::DLPack`] with
+/// [`dlpack_core::Error::OutOfMemory`] when the copy does not fit in memory (a broadcast can
+/// stand for far more elements than its storage holds), [`dlpack_core::Error::BadNdim`] for
+/// more dimensions than DLPack allows, [`dlpack_core::Error::Overflow`] for sizes that DLPack's
+/// `i64` or candle's `usize` arithmetic cannot hold, or the export error of a layout that
+/// reaches outside its storage (safe candle code can build one with `Tensor::from_storage`).
+pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
+    let dtype = exportable(tensor)?;
+    // The copy's contiguous strides are candle's products of the sizes.
+    check_products(tensor.dims())?;
+    let layout = Layout::contiguous(tensor.dims());
+    check_i64(&layout)?;
+    let storage = {
+        let (storage, _) = tensor.storage_and_layout();
+        // SAFETY: `storage` is a read lock on `tensor`'s own storage, so nothing writes to it
+        // while the lock is held; `lent`, declared after it, is dropped before it, and nothing
+        // else reads the lent memory.
+        let lent = unsafe { CandleExport::lend(tensor.clone(), &storage) }?;
+        let lent = ManagedTensor::export(lent)?;
+        copy_to_storage(&lent)?
+    };
+    let copied = CandleExport {
+        held: Held::Copied { storage, layout },
+        dtype,
+    };
+    Ok(ManagedTensor::export(copied)?)
 }
 
-/// A candle CPU tensor held for export: the DLPack producer behind [`export`].
+/// Lends a candle CPU tensor to DLPack without a copy: the DLPack tensor reads candle's own
+/// storage, with the tensor's shape, strides and offset, and is flagged read-only.
 ///
-/// It holds a clone of the tensor and a read lock on its storage.
+/// The managed tensor keeps `tensor` (and so its storage) alive and takes no lock, so no candle
+/// call ever waits for it, on any thread. candle cannot tell whether another handle shares the
+/// storage (a clone of `tensor`, the tensor it is a view of, a view made of it, the `Var` it
+/// belongs to), and through any such handle candle writes in place, even replacing the memory
+/// (a user's `InplaceOp` may). Ruling that out is the caller's part, hence `unsafe`; the common
+/// case is sound at a glance: the result of a candle operation that computes new storage
+/// (`matmul`, arithmetic, `copy`), handed over before it is cloned, is the only handle on that
+/// storage. (Operations that return views, such as `t()`, `narrow` or `reshape` of a contiguous
+/// tensor, share their input's storage.) [`to_dlpack`] copies instead, and needs no promise.
 ///
-/// # Why the memory stays valid and unchanged
+/// ```
+/// use candle_core::{Device, Tensor};
 ///
-/// candle's CPU storage is an `Arc<RwLock<Storage>>` owning a `Vec` per dtype. The clone keeps
-/// the storage alive. Every write to a storage goes through its write lock: candle's in-place
-/// operations (`slice_set`, `const_set`/`zero_set`/`one_set`, `scatter_set`,
-/// `scatter_add_set`, `Var::set`) and user-defined in-place ops (`InplaceOp1`/`2`/`3`), which
-/// receive `&mut CpuStorage` and may even replace or grow its `Vec`, freeing the memory an
-/// exported pointer would read. Holding the read lock for the export's whole life therefore
-/// keeps the memory both allocated and unmodified, which is what a consumer of a `READ_ONLY`
-/// DLPack tensor (or of a Rust view over it) relies on.
+/// let a = Tensor::arange(0f32, 6., &Device::Cpu)?.reshape((2, 3))?;
+/// let product = a.matmul(&a.t()?)?; // new storage, reachable only through `product`
+/// let address = {
+///     let (storage, _) = product.storage_and_layout();
+///     let candle_core::Storage::Cpu(cpu) = &*storage else { unreachable!() };
+///     cpu.as_slice::<f32>()?.as_ptr()
+/// };
+/// // SAFETY: `product` is the only handle on its storage, and it moves into the export.
+/// let dl = unsafe { dlpack_candle::into_dlpack(product) }?;
+/// assert!(dl.is_read_only());
+/// assert_eq!(dl.view::<f32>()?.as_ptr(), address); // candle's own memory
+/// assert_eq!(dl.to_vec::<f32>()?, [5.0, 14.0, 14.0, 50.0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 ///
-/// # Writers wait while an export lives
+/// # Safety
 ///
-/// While any export of a storage lives, candle's in-place writers on that storage block until
-/// it is dropped. A thread that holds an export (or a view made from it) and then writes to the
-/// same candle tensor waits forever. Drop the export first; or, to keep both, export a copy
-/// (`tensor.copy()?`). Reading candle tensors, and every candle operation that makes a new
-/// tensor, go on as usual.
+/// Nothing may write to `tensor`'s storage until the returned tensor is dropped, by whoever owns
+/// it then (a foreign consumer included), or, if it is reclaimed as a [`CandleExport`], until
+/// that is dropped or made a candle tensor again ([`CandleExport::into_tensor`],
+/// [`import`](crate::import)). Writing means candle's in-place operations (`slice_set`,
+/// `const_set`, `zero_set`, `one_set`, `scatter_set`, `scatter_add_set`, `Var::set`,
+/// `inplace_op1`/`2`/`3`) through any tensor or `Var` sharing the storage. Reading it, and every
+/// candle operation that makes a new tensor, are fine.
 ///
-/// Exporting takes the read lock the way candle's `storage_and_layout` does, and the lock is
-/// fair: once a writer waits, a new export of the same storage (of the tensor, or of any view
-/// of it) waits behind the writer. So a thread that holds an export and exports the same
-/// storage again, while another thread waits to write it, blocks, and so does the writer, for
-/// ever. Make every export of a storage before writers may start on it, or export copies.
+/// # Errors
 ///
-/// A [`ManagedTensor`] exported from a candle tensor comes back as that very tensor (same
-/// storage, same layout) through [`import`](crate::import), or through
-/// `managed.reclaim::<CandleExport>()` and [`CandleExport::into_tensor`].
+/// [`CandleError::Device`] for a tensor that is not on the CPU, [`CandleError::CandleDType`]
+/// for a dtype DLPack cannot carry, [`CandleError::DLPack`] for a layout the export refuses
+/// (more dimensions than DLPack allows, sizes or strides beyond `i64`, a layout that reaches
+/// outside its storage). The tensor is dropped then.
+pub unsafe fn into_dlpack(tensor: Tensor) -> Result<ManagedTensor, CandleError> {
+    let lent = {
+        let (storage, _) = tensor.storage_and_layout();
+        // SAFETY: `storage` is `tensor`'s own storage, read under the lock; the caller promises
+        // that nothing writes to it while the export, or what is reclaimed from it, lives.
+        unsafe { CandleExport::lend(tensor.clone(), &storage) }?
+    };
+    Ok(ManagedTensor::export(lent)?)
+}
+
+/// A candle CPU tensor held for export: the DLPack producer behind [`into_dlpack`] and
+/// [`to_dlpack`].
+///
+/// It holds no lock on candle's storage, so no candle call ever waits for an export, whatever
+/// its consumer does with it and however long it keeps it. What keeps the memory valid and
+/// unchanged for the consumer depends on how the export was made:
+///
+/// - Lent ([`into_dlpack`]): a handle on the candle tensor keeps the storage allocated, and the
+///   caller's promise that nothing writes to it keeps its elements unchanged; the tensor is
+///   read-only.
+/// - Copied ([`to_dlpack`]): the export owns the copy's memory alone; no candle handle reaches
+///   it until the export is made a candle tensor again. The consumer may write it.
+///
+/// A [`ManagedTensor`] exported from candle comes back as a candle tensor, without a copy,
+/// through [`import`](crate::import) ([`Transfer::Reclaimed`](crate::Transfer::Reclaimed)), or
+/// through `managed.reclaim::<CandleExport>()` and [`CandleExport::into_tensor`].
 pub struct CandleExport {
-    locked: Locked,
-    /// The storage `Vec`'s buffer and its length in bytes.
-    data: *const c_void,
-    bytes: usize,
+    held: Held,
     dtype: DataType,
-    byte_offset: u64,
 }
 
-/// A tensor and a read lock on its storage; dropping it releases the lock, then the tensor.
-struct Locked {
-    /// Declared `'static`, but it borrows the `RwLock` inside `tensor`'s storage `Arc`: it is
-    /// always released before `tensor` is dropped.
-    storage: ManuallyDrop<StorageRef<'static>>,
-    tensor: ManuallyDrop<Tensor>,
+/// What an export holds.
+enum Held {
+    /// The caller's tensor, on candle's shared storage.
+    Lent {
+        tensor: Tensor,
+        /// The storage `Vec`'s buffer and its length in bytes.
+        data: *const c_void,
+        bytes: usize,
+        byte_offset: u64,
+    },
+    /// A row-major copy that no candle handle reaches, and its contiguous layout.
+    Copied { storage: CpuStorage, layout: Layout },
 }
 
-impl Locked {
-    /// Releases the lock and gives the tensor back.
-    fn into_tensor(self) -> Tensor {
-        let mut this = ManuallyDrop::new(self);
-        // SAFETY: `this` is never used again and its `Drop` does not run, so each field is
-        // dropped or moved out exactly once; the guard is dropped (unlocking) while the tensor
-        // that owns the lock is still alive.
-        unsafe {
-            ManuallyDrop::drop(&mut this.storage);
-            ManuallyDrop::take(&mut this.tensor)
-        }
-    }
-}
-
-impl Drop for Locked {
-    fn drop(&mut self) {
-        // SAFETY: dropped once, here; the guard goes first, while the tensor that owns the lock
-        // is still alive.
-        unsafe {
-            ManuallyDrop::drop(&mut self.storage);
-            ManuallyDrop::drop(&mut self.tensor);
-        }
-    }
-}
-
-// SAFETY: `Tensor` is `Send`. The read guard is `!Send` only because parking_lot marks its
-// guards so (for its optional deadlock detector's per-thread bookkeeping): releasing a shared
-// lock is an atomic decrement that is valid from any thread, which is why parking_lot's
-// `send_guard` feature makes the same guard `Send` with the same lock code. With the deadlock
-// detector enabled instead, a release on another thread only leaves a stale entry in the
-// detector's list (`release_resource` ignores a key it does not find): no memory is touched
-// wrongly. The data pointer is the address of a `Vec` buffer that the lock keeps allocated and
-// unmodified; candle's storage is `Sync`, so reading it from any thread is race-free.
+// SAFETY: `Tensor` and `CpuStorage` are `Send`. The only non-`Send` field is the lent data
+// pointer: the address of a storage `Vec` buffer that the held tensor keeps allocated and that
+// nothing writes while the export lives (`lend`'s contract), so reading it from any thread is
+// race-free.
 unsafe impl Send for CandleExport {}
 
 impl CandleExport {
-    /// Locks `tensor`'s storage for reading and describes it.
+    /// Describes `tensor`'s elements in `storage` for a read-only export, without keeping any
+    /// lock.
     ///
-    /// # Errors
+    /// # Safety
     ///
-    /// As for [`export`].
-    pub fn new(tensor: &Tensor) -> Result<Self, CandleError> {
-        let location = tensor.device().location();
-        if location != DeviceLocation::Cpu {
-            return Err(CandleError::Device { location });
-        }
-        let dtype = dlpack_dtype(tensor.dtype())?;
-        let tensor = tensor.clone();
-        let (storage, layout) = tensor.storage_and_layout();
-        let element = dtype.element_bytes() as u64;
-        let too_large = |what: &str, value: usize| {
-            CandleError::DLPack(dlpack_core::Error::Overflow {
-                what: format!("the candle tensor's {what} {value} does not fit DLPack's i64"),
-            })
-        };
-        // Shape and strides are written from candle's layout in `describe`; check here, once,
-        // that they fit DLPack's i64 (no allocation: the export block holds the arrays).
-        for (what, values) in [("dimension", layout.dims()), ("stride", layout.stride())] {
-            if let Some(&v) = values.iter().find(|&&v| i64::try_from(v).is_err()) {
-                return Err(too_large(what, v));
-            }
-        }
+    /// `storage` is `tensor`'s own storage (read under its lock, which the caller may release
+    /// once this returns), and nothing writes to that storage while the returned value, a
+    /// managed tensor it moves into, or a value reclaimed from that, lives.
+    unsafe fn lend(tensor: Tensor, storage: &Storage) -> Result<Self, CandleError> {
+        let dtype = exportable(&tensor)?;
+        let layout = tensor.layout();
+        check_i64(layout)?;
         let offset = layout.start_offset();
         let byte_offset = (offset as u64)
-            .checked_mul(element)
+            .checked_mul(dtype.element_bytes() as u64)
             .ok_or_else(|| too_large("start offset", offset))?;
-        let Storage::Cpu(cpu) = &*storage else {
+        let Storage::Cpu(cpu) = storage else {
+            let location = tensor.device().location();
             return Err(CandleError::Device { location });
         };
         let (data, bytes, found) = cpu_buffer(cpu);
@@ -163,99 +193,214 @@ impl CandleExport {
                 reason: "the tensor's storage holds another dtype than the tensor claims",
             });
         }
-        // SAFETY: only the lifetime changes. The guard borrows the `RwLock` in the heap block of
-        // the storage `Arc` that `tensor` holds; `tensor` moves into `Self` below (moving the
-        // handle does not move that block), and `Self` releases the guard before dropping
-        // `tensor` (in `Drop` and in `into_tensor`), so the lock outlives the guard.
-        let storage =
-            unsafe { core::mem::transmute::<StorageRef<'_>, StorageRef<'static>>(storage) };
         Ok(CandleExport {
-            locked: Locked {
-                storage: ManuallyDrop::new(storage),
-                tensor: ManuallyDrop::new(tensor),
+            held: Held::Lent {
+                tensor,
+                data,
+                bytes,
+                byte_offset,
             },
-            data,
-            bytes,
             dtype,
-            byte_offset,
         })
     }
 
-    /// The exported tensor.
-    pub fn tensor(&self) -> &Tensor {
-        &self.locked.tensor
+    /// The layout the export describes.
+    fn layout(&self) -> &Layout {
+        match &self.held {
+            Held::Lent { tensor, .. } => tensor.layout(),
+            Held::Copied { layout, .. } => layout,
+        }
     }
 
-    /// Releases the read lock and gives the tensor back.
+    /// Whether the export is a copy that it owns alone ([`to_dlpack`]), rather than a tensor
+    /// lent on candle's storage ([`into_dlpack`]).
+    pub fn is_copy(&self) -> bool {
+        matches!(self.held, Held::Copied { .. })
+    }
+
+    /// The candle tensor again: the lent tensor itself, or a new tensor on the copy's memory
+    /// (no copy either way).
     pub fn into_tensor(self) -> Tensor {
-        self.locked.into_tensor()
+        match self.held {
+            Held::Lent { tensor, .. } => tensor,
+            Held::Copied { storage, layout } => candle_tensor(storage, layout.shape().clone()),
+        }
     }
 }
 
-/// The data pointer, the length in bytes and the dtype of a CPU storage's `Vec`.
-fn cpu_buffer(cpu: &CpuStorage) -> (*const c_void, usize, candle_core::DType) {
-    use candle_core::DType as D;
-    fn parts<T>(v: &[T], dtype: D) -> (*const c_void, usize, D) {
-        (v.as_ptr().cast(), core::mem::size_of_val(v), dtype)
+/// The DLPack dtype of a CPU tensor that can be exported.
+fn exportable(tensor: &Tensor) -> Result<DataType, CandleError> {
+    let location = tensor.device().location();
+    if location != DeviceLocation::Cpu {
+        return Err(CandleError::Device { location });
+    }
+    dlpack_dtype(tensor.dtype())
+}
+
+/// Checks that the layout's sizes and strides fit DLPack's `i64`, so that `describe` writes
+/// them as they are (the export block holds the arrays: no allocation here).
+fn check_i64(layout: &Layout) -> Result<(), CandleError> {
+    for (what, values) in [("dimension", layout.dims()), ("stride", layout.stride())] {
+        if let Some(&v) = values.iter().find(|&&v| i64::try_from(v).is_err()) {
+            return Err(too_large(what, v));
+        }
+    }
+    Ok(())
+}
+
+fn too_large(what: &str, value: usize) -> CandleError {
+    CandleError::DLPack(dlpack_core::Error::Overflow {
+        what: format!("the candle tensor's {what} {value} does not fit DLPack's i64"),
+    })
+}
+
+/// The data pointer, the length in bytes and the dtype of a CPU storage's `Vec`. The pointer
+/// comes from `Vec::as_ptr`, which makes no reference to the elements.
+fn cpu_buffer(cpu: &CpuStorage) -> (*const c_void, usize, DType) {
+    macro_rules! parts {
+        ($v:expr, $dtype:expr) => {
+            (
+                $v.as_ptr().cast::<c_void>(),
+                core::mem::size_of_val($v.as_slice()),
+                $dtype,
+            )
+        };
     }
     match cpu {
-        CpuStorage::U8(v) => parts(v, D::U8),
-        CpuStorage::U32(v) => parts(v, D::U32),
-        CpuStorage::I16(v) => parts(v, D::I16),
-        CpuStorage::I32(v) => parts(v, D::I32),
-        CpuStorage::I64(v) => parts(v, D::I64),
-        CpuStorage::BF16(v) => parts(v, D::BF16),
-        CpuStorage::F16(v) => parts(v, D::F16),
-        CpuStorage::F32(v) => parts(v, D::F32),
-        CpuStorage::F64(v) => parts(v, D::F64),
-        CpuStorage::F8E4M3(v) => parts(v, D::F8E4M3),
-        CpuStorage::F6E2M3(v) => parts(v, D::F6E2M3),
-        CpuStorage::F6E3M2(v) => parts(v, D::F6E3M2),
-        CpuStorage::F4(v) => parts(v, D::F4),
-        CpuStorage::F8E8M0(v) => parts(v, D::F8E8M0),
+        CpuStorage::U8(v) => parts!(v, DType::U8),
+        CpuStorage::U32(v) => parts!(v, DType::U32),
+        CpuStorage::I16(v) => parts!(v, DType::I16),
+        CpuStorage::I32(v) => parts!(v, DType::I32),
+        CpuStorage::I64(v) => parts!(v, DType::I64),
+        CpuStorage::BF16(v) => parts!(v, DType::BF16),
+        CpuStorage::F16(v) => parts!(v, DType::F16),
+        CpuStorage::F32(v) => parts!(v, DType::F32),
+        CpuStorage::F64(v) => parts!(v, DType::F64),
+        CpuStorage::F8E4M3(v) => parts!(v, DType::F8E4M3),
+        CpuStorage::F6E2M3(v) => parts!(v, DType::F6E2M3),
+        CpuStorage::F6E3M2(v) => parts!(v, DType::F6E3M2),
+        CpuStorage::F4(v) => parts!(v, DType::F4),
+        CpuStorage::F8E8M0(v) => parts!(v, DType::F8E8M0),
     }
 }
 
-// SAFETY: the description reports the storage `Vec`'s own buffer with the tensor's layout and
-// names that buffer as the allocation, so the export constructor refuses any element outside it.
-// The buffer holds initialised values of the dtype (`new` checked the storage variant against
-// it). It stays allocated and unmodified until `self` is dropped: `self` owns a clone of the
-// tensor (keeping the storage alive) and a read lock on the storage, and every write to candle
-// storage, including any that could replace or reallocate the `Vec`, needs the write lock. The
-// description is read-only, so consumers do not write either. `ndim` is the rank of the held
-// tensor's layout, which never changes (`new` checked that its sizes and strides fit i64).
+/// The writable data pointer and the length in bytes of a CPU storage's `Vec`, from
+/// `Vec::as_mut_ptr` (no reference to the elements is made).
+fn cpu_buffer_mut(cpu: &mut CpuStorage) -> (*mut c_void, usize) {
+    macro_rules! parts {
+        ($v:expr) => {{
+            let bytes = core::mem::size_of_val($v.as_slice());
+            ($v.as_mut_ptr().cast::<c_void>(), bytes)
+        }};
+    }
+    match cpu {
+        CpuStorage::U8(v)
+        | CpuStorage::F6E2M3(v)
+        | CpuStorage::F6E3M2(v)
+        | CpuStorage::F4(v)
+        | CpuStorage::F8E8M0(v) => parts!(v),
+        CpuStorage::U32(v) => parts!(v),
+        CpuStorage::I16(v) => parts!(v),
+        CpuStorage::I32(v) => parts!(v),
+        CpuStorage::I64(v) => parts!(v),
+        CpuStorage::BF16(v) => parts!(v),
+        CpuStorage::F16(v) => parts!(v),
+        CpuStorage::F32(v) => parts!(v),
+        CpuStorage::F64(v) => parts!(v),
+        CpuStorage::F8E4M3(v) => parts!(v),
+    }
+}
+
+/// Moves a copy's `Vec` into `slot` when the slot asks for its element type
+/// ([`dlpack_core::give_buffer_vec`]).
+fn give_storage_vec(cpu: &mut CpuStorage, slot: &mut dyn Any) {
+    match cpu {
+        CpuStorage::U8(v) => give_buffer_vec(v, slot),
+        CpuStorage::U32(v) => give_buffer_vec(v, slot),
+        CpuStorage::I16(v) => give_buffer_vec(v, slot),
+        CpuStorage::I32(v) => give_buffer_vec(v, slot),
+        CpuStorage::I64(v) => give_buffer_vec(v, slot),
+        CpuStorage::BF16(v) => give_buffer_vec(v, slot),
+        CpuStorage::F16(v) => give_buffer_vec(v, slot),
+        CpuStorage::F32(v) => give_buffer_vec(v, slot),
+        CpuStorage::F64(v) => give_buffer_vec(v, slot),
+        CpuStorage::F8E4M3(v) => give_buffer_vec(v, slot),
+        // `u8` bytes of another DLPack dtype (float8_e8m0fnu, or a placeholder never exported):
+        // a consumer asks for that dtype's element type, not `u8`, and copies instead.
+        CpuStorage::F8E8M0(_)
+        | CpuStorage::F6E2M3(_)
+        | CpuStorage::F6E3M2(_)
+        | CpuStorage::F4(_) => {}
+    }
+}
+
+// SAFETY: the description reports a storage `Vec`'s own buffer with a layout candle built for
+// it (the lent tensor's, or the copy's contiguous one) and names that buffer as the allocation,
+// so the export constructor refuses any element outside it. The buffer holds initialised values
+// of the dtype (`lend` checked the storage variant; a copy is made for the dtype). It stays
+// allocated and unmodified while `self` lives: a lent tensor's storage is kept alive by the
+// held tensor and written by no one (`lend`'s contract; the description is read-only, so the
+// consumer does not write either); a copy's `Vec` is owned by `self` alone, no candle handle
+// reaches it, and its pointer comes from a `&mut` borrow, so the consumer may write it. The
+// `Vec` is given away only from a copy, only for its own element type, and then whole: the
+// tensor is all of it, row-major from its first element. `ndim` is the rank of the held
+// layout, which never changes (its sizes and strides fit i64: checked when `self` was made).
 unsafe impl Export for CandleExport {
+    // The elements live in the storage `Vec`'s heap buffer, never inline.
+    const GIVES_VEC: bool = true;
+
     fn ndim(&self) -> usize {
-        self.locked.tensor.layout().dims().len()
+        self.layout().dims().len()
     }
 
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        let layout = self.locked.tensor.layout();
+        let dtype = self.dtype;
+        let (data, bytes, byte_offset, flags) = match &mut self.held {
+            Held::Lent {
+                data,
+                bytes,
+                byte_offset,
+                ..
+            } => (data.cast_mut(), *bytes, *byte_offset, Flags::READ_ONLY),
+            Held::Copied { storage, .. } => {
+                let (data, bytes) = cpu_buffer_mut(storage);
+                (data, bytes, 0, Flags::IS_COPIED)
+            }
+        };
+        let layout = self.layout();
         for (out, &v) in shape.iter_mut().zip(layout.dims()) {
             *out = i64::try_from(v).unwrap_or(i64::MAX);
         }
         for (out, &v) in strides.iter_mut().zip(layout.stride()) {
             *out = i64::try_from(v).unwrap_or(i64::MAX);
         }
-        let start = self.data.addr();
+        let start = data.addr();
         ExportDesc {
-            data: self.data.cast_mut(),
-            byte_offset: self.byte_offset,
-            dtype: self.dtype,
+            data,
+            byte_offset,
+            dtype,
             device: Device::CPU,
-            flags: Flags::READ_ONLY,
-            allocation: Some(start..start.saturating_add(self.bytes)),
+            flags,
+            allocation: Some(start..start.saturating_add(bytes)),
+        }
+    }
+
+    fn give_vec(&mut self, slot: &mut dyn Any) {
+        if let Held::Copied { storage, .. } = &mut self.held {
+            give_storage_vec(storage, slot);
         }
     }
 }
 
 impl fmt::Debug for CandleExport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let layout = self.layout();
         f.debug_struct("CandleExport")
+            .field("held", &if self.is_copy() { "copied" } else { "lent" })
             .field("dtype", &format_args!("{}", self.dtype))
-            .field("shape", &self.locked.tensor.layout().dims())
-            .field("strides", &self.locked.tensor.layout().stride())
-            .field("byte_offset", &self.byte_offset)
+            .field("shape", &layout.dims())
+            .field("strides", &layout.stride())
+            .field("start_offset", &layout.start_offset())
             .finish()
     }
 }

@@ -26,8 +26,9 @@ pub enum CopyMode {
 /// How an imported tensor got its memory.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Transfer {
-    /// The tensor had been exported from candle by this crate: it is that candle tensor again,
-    /// on the same storage with the same layout.
+    /// The tensor had been exported by this crate: it is the candle tensor that
+    /// [`into_dlpack`](crate::into_dlpack) lent (the same storage, the same layout), or the copy
+    /// that [`to_dlpack`](crate::to_dlpack) made, which becomes candle's storage as it is.
     Reclaimed,
     /// The producer handed its `Vec` over (a `Vec`, a `Box<[T]>`, an owned standard-layout
     /// ndarray `Array`, ...): candle owns the very same memory now.

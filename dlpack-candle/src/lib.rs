@@ -1,10 +1,12 @@
-//! candle <-> DLPack: move candle CPU tensors in and out of DLPack without a copy, and know
-//! exactly when a copy happened.
+//! candle <-> DLPack: candle CPU tensors in and out of DLPack, without a copy wherever that is
+//! sound, and saying when a copy happened.
 //!
-//! - [`export`] hands a candle tensor to any DLPack consumer (NumPy, PyTorch, an ndarray view
-//!   through `dlpack-ndarray`, ...) on candle's own memory, with the tensor's real strides and
-//!   offset (after `narrow`, `transpose`, `i(..)`), flagged read-only since candle shares its
-//!   storage between tensors.
+//! - [`into_dlpack`] lends a candle tensor to any DLPack consumer (NumPy, PyTorch, an ndarray
+//!   view through `dlpack-ndarray`, ...) on candle's own memory, with the tensor's real strides
+//!   and offset (after `narrow`, `transpose`, `i(..)`), flagged read-only. It is `unsafe`: the
+//!   caller promises that nothing writes to the tensor's storage meanwhile (see below).
+//! - [`to_dlpack`] copies a candle tensor into a compact row-major DLPack tensor that owns its
+//!   memory: safe, writable, flagged `IS_COPIED`.
 //! - [`import`] makes a candle tensor from a DLPack tensor. candle's CPU storage must own a
 //!   `Vec` of exactly the tensor's elements in row-major order, so the import takes the
 //!   producer's `Vec` when the producer owns its elements as one, the tensor is all of it, and
@@ -12,8 +14,8 @@
 //!   standard-layout owned ndarray `Array`, also one sliced to a prefix of its `Vec`, a nalgebra
 //!   `DVector`; not a Fortran-order `Array`, one sliced past the start of its `Vec`, nor a
 //!   `DMatrix` of more than one row and column, which is column-major). It gives
-//!   a tensor exported from candle back as itself, and otherwise copies. The result says which
-//!   ([`Transfer`]); [`CopyMode::Never`] turns the copy into an error.
+//!   a tensor exported from candle back as a candle tensor, and otherwise copies. The result
+//!   says which ([`Transfer`]); [`CopyMode::Never`] turns the copy into an error.
 //!
 //! ```
 //! use candle_core::{Device, Tensor};
@@ -28,7 +30,8 @@
 //! let t = imported.tensor.reshape((2, 3))?;
 //!
 //! // candle -> DLPack: a read-only tensor on the same memory, here transposed.
-//! let dl = dlpack_candle::export(&t.t()?)?;
+//! // SAFETY: nothing writes to `t`'s storage while the export lives.
+//! let dl = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
 //! assert_eq!((dl.shape(), dl.strides()), (&[3i64, 2][..], &[1i64, 3][..]));
 //! {
 //!     let view = dl.view::<f32>()?;
@@ -40,6 +43,11 @@
 //! let back = dlpack_candle::import(dl, CopyMode::Never)?;
 //! assert_eq!(back.transfer, Transfer::Reclaimed);
 //! assert_eq!(back.tensor.dims(), &[3, 2]);
+//!
+//! // A copy needs no promise: candle writes in place while it lives.
+//! let copy = dlpack_candle::to_dlpack(&t)?;
+//! t.zero_set()?;
+//! assert_eq!(copy.to_vec::<f32>()?, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -56,13 +64,25 @@
 //! CPU only: a CUDA or Metal candle tensor is refused with [`CandleError::Device`], and a
 //! DLPack tensor the host cannot read fails the copy with [`dlpack_core::Error::NotHostAccessible`].
 //!
-//! # Memory safety of the export
+//! # Exports never block candle
 //!
-//! An export holds a clone of the candle tensor and a read lock on its storage until the
-//! consumer drops it: candle's in-place writers wait meanwhile, so the memory can be neither
-//! freed nor modified under a reader. [`CandleExport`] explains the reasoning and the one
-//! consequence to know: a thread that writes in place to a tensor it is still exporting
-//! waits forever.
+//! candle's CPU storage is an `Arc<RwLock<..>>` that tensors, views and `Var`s share, and
+//! candle writes it in place through any of them (`slice_set`, `zero_set`, `Var::set`, a user's
+//! `InplaceOp`, which may even replace the memory). A DLPack consumer reads the exported memory
+//! for as long as it chooses, so an export must keep that memory allocated and unchanged; it
+//! must not do so by holding candle's lock, or every in-place write to the storage (and, behind
+//! a waiting writer, every later export of it) would wait for a consumer that may never let go.
+//! candle cannot tell whether a handle on a storage is the only one, so this crate cannot prove
+//! that no writer will come. An export therefore holds no lock past the call, and:
+//!
+//! - [`into_dlpack`] lends candle's memory, zero-copy, on the caller's promise that nothing
+//!   writes to the storage while the export lives. The result of a candle operation that
+//!   computes new storage is the only handle on it, so `unsafe { into_dlpack(a.matmul(&b)?) }`
+//!   is sound at a glance; so is lending a tensor (or a view) that no code writes in place.
+//! - [`to_dlpack`] copies, under candle's read lock for the length of the call only, into memory
+//!   the export alone owns.
+//!
+//! [`CandleExport`] is the producer behind both.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod dtype;
@@ -73,5 +93,5 @@ mod shape;
 
 pub use dtype::{Float8E8M0, candle_dtype, dlpack_dtype};
 pub use error::CandleError;
-pub use export::{CandleExport, export};
+pub use export::{CandleExport, into_dlpack, to_dlpack};
 pub use import::{CopyMode, CopyReason, Imported, Transfer, copy_to_candle, import};

@@ -1,30 +1,28 @@
 //! Edge cases: layouts that safe candle code can build but that reach past their storage, dtype
-//! tables, read-only owners, the lock released on every failure path, and pointer identity of
-//! the zero-copy claims. (From a review of the crate; each test asserts the documented
+//! tables, read-only owners, candle writable again after every failure path, and pointer
+//! identity of the zero-copy claims. (From a review of the crate; each test asserts the documented
 //! behaviour.)
 
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, DType, Device, IndexOp, Storage, Tensor};
-use common::{Counted, Drops, finishes, storage_address};
+use common::{Counted, Drops, finishes, lend, storage_address};
 use dlpack_candle::{
-    CandleError, CopyMode, CopyReason, Float8E8M0, Transfer, candle_dtype, copy_to_candle, export,
-    import,
+    CandleError, CopyMode, CopyReason, Float8E8M0, Transfer, candle_dtype, copy_to_candle, import,
+    to_dlpack,
 };
 use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
 use dlpack_core::{BorrowedTensor, DataType, DataTypeCode, Error, Flags, ManagedTensor, Version};
 
 type Result = std::result::Result<(), Box<dyn std::error::Error>>;
 
-/// `t` can be written in place again (no export holds its lock): `zero_set` finishes.
+/// `t` can be written in place: `zero_set` finishes (nothing holds candle's lock on it).
 fn writable_again(t: &Tensor) {
     let t = t.clone();
-    finishes("zero_set (is the read lock still held?)", move || {
+    finishes("zero_set (is candle's lock still held?)", move || {
         t.zero_set()
     })
     .expect("zero_set failed");
@@ -45,11 +43,12 @@ fn a_tensor_whose_shape_outruns_its_storage_is_refused_not_read_out_of_bounds() 
             _ => CpuStorage::F8E8M0(vec![127, 128]),
         };
         let t = Tensor::from_storage(Storage::Cpu(storage), (2, 4), BackpropOp::none(), false);
-        let err = export(&t).expect_err("a layout past the storage must be refused");
+        let err = lend(&t).expect_err("a layout past the storage must be refused");
         assert!(matches!(err, CandleError::DLPack(_)), "{dtype:?}: {err}");
-        // The failed export released its lock: a second one is refused the same way, and a
-        // fresh write lock is available (candle's own writers would index out of bounds here).
-        assert!(export(&t).is_err());
+        // The copy reads through the same description, and is refused the same way.
+        let err = to_dlpack(&t).expect_err("a layout past the storage cannot be copied");
+        assert!(matches!(err, CandleError::DLPack(_)), "{dtype:?}: {err}");
+        assert!(lend(&t).is_err());
     }
     Ok(())
 }
@@ -60,7 +59,7 @@ fn unfold_with_a_zero_step_is_refused_cleanly() -> Result {
     // (stride 0), which does not fit DLPack's i64.
     let t = Tensor::arange(0f32, 4., &Device::Cpu)?;
     let u = t.unfold(0, 2, 0)?;
-    let err = export(&u).expect_err("a size of usize::MAX cannot be exported");
+    let err = lend(&u).expect_err("a size of usize::MAX cannot be exported");
     assert!(
         matches!(err, CandleError::DLPack(Error::Overflow { .. })),
         "{err}"
@@ -73,7 +72,7 @@ fn unfold_with_a_zero_step_is_refused_cleanly() -> Result {
 fn unfold_sliding_windows_export_their_overlapping_layout() -> Result {
     let t = Tensor::arange(0i64, 10, &Device::Cpu)?;
     let windows = t.unfold(0, 4, 3)?; // [[0..4], [3..7], [6..10]]
-    let dl = export(&windows)?;
+    let dl = lend(&windows)?;
     assert_eq!((dl.shape(), dl.strides()), (&[3i64, 4][..], &[3i64, 1][..]));
     assert_eq!(
         dl.view::<i64>()?.to_vec(),
@@ -103,7 +102,7 @@ fn unfold_rounding_past_the_storage_is_refused_not_read_out_of_bounds() -> Resul
     );
     let reach = offset + (dims[0].max(1) - 1) * strides[0] + (dims[1].max(1) - 1) * strides[1];
     eprintln!("unfold: dims {dims:?} strides {strides:?} offset {offset}, reach {reach} of {n}");
-    match export(&u) {
+    match lend(&u) {
         Ok(dl) => {
             assert!(
                 reach < n,
@@ -122,11 +121,11 @@ fn unfold_rounding_past_the_storage_is_refused_not_read_out_of_bounds() -> Resul
 
 #[test]
 #[cfg_attr(miri, ignore = "Miri cannot fail a 16 TiB allocation")]
-fn a_broadcast_too_large_to_copy_fails_cleanly_and_releases_the_lock() -> Result {
+fn a_broadcast_too_large_to_copy_fails_cleanly() -> Result {
     // 2^42 f32 elements on one stored element: exportable, but no copy fits in memory.
     let base = Tensor::new(&[1.5f32], &Device::Cpu)?;
     let huge = base.broadcast_as((1usize << 40, 4))?;
-    let dl = export(&huge)?;
+    let dl = lend(&huge)?;
     assert_eq!(dl.strides(), &[0, 0]);
     assert_eq!(dl.view::<f32>()?.get(&[(1 << 40) - 1, 3]), Some(&1.5));
     let err = import(dl, CopyMode::Always).expect_err("16 TiB cannot be allocated");
@@ -135,9 +134,14 @@ fn a_broadcast_too_large_to_copy_fails_cleanly_and_releases_the_lock() -> Result
         "{err}"
     );
     drop(err);
+    let err = to_dlpack(&huge).expect_err("16 TiB cannot be allocated");
+    assert!(
+        matches!(err, CandleError::DLPack(Error::OutOfMemory { .. })),
+        "{err}"
+    );
     writable_again(&base);
     // Reclaimed, it is the same broadcast candle tensor.
-    let back = import(export(&huge)?, CopyMode::Never)?;
+    let back = import(lend(&huge)?, CopyMode::Never)?;
     assert_eq!(back.transfer, Transfer::Reclaimed);
     assert_eq!(back.tensor.layout(), huge.layout());
     Ok(())
@@ -147,11 +151,13 @@ fn a_broadcast_too_large_to_copy_fails_cleanly_and_releases_the_lock() -> Result
 fn a_broadcast_whose_element_count_overflows_is_refused_without_a_panic() -> Result {
     let base = Tensor::new(2u32, &Device::Cpu)?;
     let huge = base.broadcast_as((1usize << 62, 1usize << 62))?;
-    let result =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| export(&huge).map(|_| ())));
-    let result = result.expect("export panicked");
-    let err = result.expect_err("2^124 elements cannot be described");
-    assert!(matches!(err, CandleError::DLPack(_)), "{err}");
+    for export in [lend, to_dlpack] {
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| export(&huge).map(|_| ())));
+        let result = result.expect("export panicked");
+        let err = result.expect_err("2^124 elements cannot be described");
+        assert!(matches!(err, CandleError::DLPack(_)), "{err}");
+    }
     writable_again(&base);
     Ok(())
 }
@@ -161,25 +167,25 @@ fn empty_and_zero_d_views_at_the_very_end_of_the_storage() -> Result {
     let t = Tensor::arange(0f64, 6., &Device::Cpu)?;
     // No elements, offset == the storage length.
     let end = t.narrow(0, 6, 0)?;
-    let dl = export(&end)?;
+    let dl = lend(&end)?;
     assert_eq!((dl.shape(), dl.byte_offset()), (&[0i64][..], 48));
     assert!(dl.view::<f64>()?.to_vec().is_empty());
     let copied = import(dl, CopyMode::Always)?;
     assert_eq!(copied.tensor.dims(), &[0]);
     // 0-d, the last element.
     let last = t.i(5)?;
-    let dl = export(&last)?;
+    let dl = lend(&last)?;
     assert_eq!((dl.shape(), dl.byte_offset()), (&[] as &[i64], 40));
     assert_eq!(dl.view::<f64>()?.get(&[]), Some(&5.0));
     let copied = import(dl, CopyMode::IfNeeded)?;
     assert_eq!(copied.transfer, Transfer::Reclaimed);
     assert_eq!(copied.tensor.to_scalar::<f64>()?, 5.0);
-    let copied = import(export(&last)?, CopyMode::Always)?;
+    let copied = import(lend(&last)?, CopyMode::Always)?;
     assert_eq!(copied.tensor.dims(), &[] as &[usize]);
     assert_eq!(copied.tensor.to_scalar::<f64>()?, 5.0);
     // A tensor with no storage at all.
     let none = Tensor::zeros((0, 3), DType::BF16, &Device::Cpu)?;
-    let dl = export(&none)?;
+    let dl = lend(&none)?;
     assert_eq!(dl.shape(), &[0, 3]);
     let copied = import(dl, CopyMode::Always)?;
     assert_eq!(copied.tensor.dims(), &[0, 3]);
@@ -196,14 +202,14 @@ fn unsqueezed_and_size_one_axes_with_large_strides_export_and_copy() -> Result {
         t.i((2.., 3..))?.unsqueeze(0)?, // (1, 1, 1) at offset 11
         t.t()?.unsqueeze(1)?,           // (4, 1, 3)
     ] {
-        let dl = export(&v)?;
+        let dl = lend(&v)?;
         assert_eq!(
             dl.view::<u32>()?.to_vec(),
             v.flatten_all()?.to_vec1::<u32>()?,
             "{:?}",
             v.layout()
         );
-        let copied = import(export(&v)?, CopyMode::Always)?;
+        let copied = import(lend(&v)?, CopyMode::Always)?;
         assert_eq!(
             copied.tensor.flatten_all()?.to_vec1::<u32>()?,
             v.flatten_all()?.to_vec1::<u32>()?
@@ -237,7 +243,7 @@ fn every_f8e4m3_byte_means_the_same_in_candle_and_in_float8_e4m3fn() -> Result {
     let bytes: Vec<float8::F8E4M3> = (0..=255u8).map(float8::F8E4M3::from_bits).collect();
     let t = Tensor::from_vec(bytes, 256, &Device::Cpu)?;
     let candle_values = t.to_dtype(DType::F32)?.to_vec1::<f32>()?;
-    let dl = export(&t)?;
+    let dl = lend(&t)?;
     assert_eq!(dl.dtype(), DataType::F8_E4M3FN);
     let view = dl.view::<float8::F8E4M3>()?;
     for b in 0..=255u8 {
@@ -427,7 +433,7 @@ fn a_lent_read_only_tensor_is_copied_and_candle_writes_do_not_reach_it() -> Resu
 fn into_vec_never_takes_candle_storage() -> Result {
     let t = Tensor::arange(0f32, 4., &Device::Cpu)?;
     let address = storage_address(&t);
-    let dl = export(&t)?;
+    let dl = lend(&t)?;
     let dl = dl
         .into_vec::<f32>()
         .expect_err("a candle export must not give its storage away");
@@ -440,12 +446,12 @@ fn into_vec_never_takes_candle_storage() -> Result {
 }
 
 #[test]
-fn a_wrapped_candle_export_is_copied_and_releases_the_lock_on_every_path() -> Result {
+fn a_wrapped_candle_export_is_copied_not_reclaimed() -> Result {
     let base = Tensor::arange(0f32, 12., &Device::Cpu)?.reshape((3, 4))?;
     let strided = base.i((.., 1..3))?.t()?;
     let want = strided.flatten_all()?.to_vec1::<f32>()?;
     // Wrapped in another owner, candle's export is no longer reclaimable: a copy.
-    let wrapped = ManagedTensor::export(export(&strided)?)?;
+    let wrapped = ManagedTensor::export(lend(&strided)?)?;
     assert!(wrapped.is_read_only());
     let imported = import(wrapped, CopyMode::IfNeeded)?;
     assert_eq!(
@@ -454,81 +460,34 @@ fn a_wrapped_candle_export_is_copied_and_releases_the_lock_on_every_path() -> Re
     );
     assert_eq!(imported.tensor.flatten_all()?.to_vec1::<f32>()?, want);
     writable_again(&base);
-    // Refused, given back, dropped: the lock goes with it.
-    let wrapped = ManagedTensor::export(export(&base)?)?;
+    // Refused, given back, dropped.
+    let wrapped = ManagedTensor::export(lend(&base)?)?;
     let err = import(wrapped, CopyMode::Never).unwrap_err();
     let back = err.into_tensor().unwrap();
     drop(back);
     writable_again(&base);
-    // A dtype refusal cannot happen for a candle export; an unreadable one cannot either. A
-    // reclaimed export released its lock too (checked by the crate's own tests).
     Ok(())
 }
 
 #[test]
-fn an_export_reclaimed_on_another_thread_releases_the_lock() -> Result {
+fn an_export_reclaimed_on_another_thread_is_the_same_tensor() -> Result {
     let t = Tensor::arange(0i64, 6, &Device::Cpu)?;
-    let dl = export(&t)?;
-    let back = std::thread::spawn(move || import(dl, CopyMode::Never).map(|i| i.tensor))
+    let dl = lend(&t)?;
+    let back = std::thread::spawn(move || import(dl, CopyMode::Never))
         .join()
         .expect("import thread panicked")?;
+    assert_eq!(back.transfer, Transfer::Reclaimed);
+    assert_eq!(storage_address(&back.tensor), storage_address(&t));
     drop(back);
     writable_again(&t);
-    Ok(())
-}
-
-#[test]
-#[cfg_attr(
-    miri,
-    ignore = "candle's matmul (gemm) casts integers to pointers, which strict provenance refuses"
-)]
-fn readers_go_on_while_a_writer_waits_for_an_export() -> Result {
-    // CandleExport's docs: "Reading candle tensors, and every candle operation that makes a new
-    // tensor, go on as usual" while an export lives (and so while a writer waits behind it).
-    let t = Tensor::arange(1f32, 7., &Device::Cpu)?.reshape((2, 3))?;
-    let dl = export(&t)?;
-    let done = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (t, done) = (t.clone(), done.clone());
-        std::thread::spawn(move || {
-            let r = t.one_set();
-            done.store(true, Ordering::SeqCst);
-            r
-        })
-    };
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!done.load(Ordering::SeqCst), "the writer did not wait");
-    let t2 = t.clone();
-    let (vec, sum, mm, cat, contiguous) =
-        finishes("candle reads while a writer waits", move || {
-            let vec = t2.to_vec2::<f32>().unwrap();
-            let sum = t2.sum_all().unwrap().to_scalar::<f32>().unwrap();
-            let mm = t2
-                .matmul(&t2.t().unwrap())
-                .unwrap()
-                .to_vec2::<f32>()
-                .unwrap();
-            let cat = Tensor::cat(&[&t2, &t2], 0).unwrap().dims().to_vec();
-            let contiguous = t2
-                .t()
-                .unwrap()
-                .contiguous()
-                .unwrap()
-                .to_vec2::<f32>()
-                .unwrap();
-            (vec, sum, mm, cat, contiguous)
-        });
-    assert_eq!(vec, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]);
-    assert_eq!(sum, 21.0);
-    assert_eq!(mm, [[14.0, 32.0], [32.0, 77.0]]);
-    assert_eq!(cat, [4, 3]);
-    assert_eq!(contiguous, [[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]);
-    drop(dl);
-    finishes("the writer, once the export is dropped", move || {
-        writer.join()
-    })
-    .expect("writer panicked")?;
-    assert_eq!(t.to_vec2::<f32>()?, [[1.0; 3]; 2]);
+    let copy = to_dlpack(&t)?;
+    let address = copy.data_ptr().addr();
+    let back = std::thread::spawn(move || import(copy, CopyMode::Never))
+        .join()
+        .expect("import thread panicked")?;
+    assert_eq!(back.transfer, Transfer::Reclaimed);
+    assert_eq!(storage_address(&back.tensor), address);
+    assert_eq!(back.tensor.to_vec1::<i64>()?, [0; 6]);
     Ok(())
 }
 
@@ -543,13 +502,13 @@ fn every_candle_dtype_round_trips_moved_exported_and_reclaimed_by_address() -> R
         let moved = import(ManagedTensor::export(values)?, CopyMode::Never)?;
         assert_eq!(moved.transfer, Transfer::Moved);
         let t = moved.tensor.reshape((2, 2))?.t()?;
-        let dl = export(&t)?;
+        let dl = lend(&t)?;
         assert_eq!(dl.data_ptr().addr(), address);
         assert_eq!(dl.view::<T>()?.as_ptr().addr(), address);
         let back = import(dl, CopyMode::Never)?;
         assert_eq!(back.transfer, Transfer::Reclaimed);
         assert_eq!(storage_address(&back.tensor), address);
-        let copied = import(export(&back.tensor)?, CopyMode::Always)?;
+        let copied = import(lend(&back.tensor)?, CopyMode::Always)?;
         assert_eq!(
             copied.tensor.flatten_all()?.to_vec1::<T>()?,
             [want[0], want[2], want[1], want[3]]
@@ -582,21 +541,22 @@ fn cuda_is_refused_before_any_storage_is_touched() {
 }
 
 #[test]
-fn ranks_up_to_dlpacks_limit_export_and_a_higher_rank_is_refused_with_the_lock_released() -> Result
-{
+fn ranks_up_to_dlpacks_limit_export_and_a_higher_rank_is_refused() -> Result {
     let t = Tensor::new(&[9i32], &Device::Cpu)?;
     let high = t.reshape(vec![1usize; dlpack_core::MAX_NDIM])?;
-    let dl = export(&high)?;
+    let dl = lend(&high)?;
     assert_eq!(dl.ndim(), dlpack_core::MAX_NDIM);
     let copied = import(dl, CopyMode::Always)?;
     assert_eq!(copied.tensor.dims().len(), dlpack_core::MAX_NDIM);
     assert_eq!(copied.tensor.flatten_all()?.to_vec1::<i32>()?, [9]);
     let too_high = t.reshape(vec![1usize; dlpack_core::MAX_NDIM + 1])?;
-    let err = export(&too_high).expect_err("more dimensions than DLPack allows");
-    assert!(
-        matches!(err, CandleError::DLPack(Error::BadNdim { .. })),
-        "{err}"
-    );
+    for export in [lend, to_dlpack] {
+        let err = export(&too_high).expect_err("more dimensions than DLPack allows");
+        assert!(
+            matches!(err, CandleError::DLPack(Error::BadNdim { .. })),
+            "{err}"
+        );
+    }
     writable_again(&t);
     Ok(())
 }

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{DType, Device, IndexOp, Tensor, WithDType};
-use common::{Counted, Drops, Raw, storage_address};
+use common::{Counted, Drops, Raw, lend, storage_address};
 use dlpack_candle::{
-    CandleError, CopyMode, CopyReason, Float8E8M0, Transfer, copy_to_candle, export, import,
+    CandleError, CopyMode, CopyReason, Float8E8M0, Transfer, copy_to_candle, import,
 };
 use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
 use dlpack_core::{
@@ -65,7 +65,7 @@ fn copies_strided<T: Element + WithDType + PartialEq + std::fmt::Debug>() -> Res
     let t = Tensor::from_vec(ramp::<T>(24), (2, 3, 4), &Device::Cpu)?
         .narrow(2, 1, 3)?
         .transpose(0, 1)?;
-    let copied = import(export(&t)?, CopyMode::Always)?;
+    let copied = import(lend(&t)?, CopyMode::Always)?;
     assert_eq!(copied.transfer, Transfer::Copied(CopyReason::Requested));
     assert!(copied.tensor.is_contiguous());
     assert_eq!(copied.tensor.dims(), t.dims());
@@ -112,7 +112,7 @@ fn float8_e8m0_bytes_move_into_a_candle_f8e8m0_tensor() -> Result {
     assert_eq!(t.dtype(), DType::F8E8M0);
     assert_eq!(storage_address(&t), address);
     // Back out through DLPack, transposed: the same bytes.
-    let dl = export(&t.t()?)?;
+    let dl = lend(&t.t()?)?;
     let values: Vec<f32> = dl
         .view::<Float8E8M0>()?
         .iter()
@@ -123,7 +123,7 @@ fn float8_e8m0_bytes_move_into_a_candle_f8e8m0_tensor() -> Result {
     let copied = import(dl, CopyMode::Always)?;
     assert_eq!(copied.tensor.dtype(), DType::F8E8M0);
     assert!(copied.tensor.is_contiguous());
-    let dl = export(&copied.tensor)?;
+    let dl = lend(&copied.tensor)?;
     let bytes: Vec<u8> = dl.view::<Float8E8M0>()?.iter().map(|v| v.0).collect();
     assert_eq!(bytes, [125, 128, 126, 129, 127, 130]);
     Ok(())
@@ -133,7 +133,7 @@ fn float8_e8m0_bytes_move_into_a_candle_f8e8m0_tensor() -> Result {
 fn a_tensor_exported_from_candle_comes_back_as_the_same_tensor() -> Result {
     let base = Tensor::arange(0i64, 24, &Device::Cpu)?.reshape((2, 3, 4))?;
     let strided = base.i((.., 1.., ..))?.transpose(0, 2)?;
-    let raw = export(&strided)?.into_raw()?; // as a C consumer would receive it
+    let raw = lend(&strided)?.into_raw()?; // as a C consumer would receive it
     // SAFETY: `raw` was just exported and is owned here.
     let dl = unsafe { ManagedTensor::from_raw(raw)? };
     let imported = import(dl, CopyMode::Never)?;
@@ -146,7 +146,7 @@ fn a_tensor_exported_from_candle_comes_back_as_the_same_tensor() -> Result {
         t.flatten_all()?.to_vec1::<i64>()?,
         strided.flatten_all()?.to_vec1::<i64>()?
     );
-    // The read lock went with the export: candle may write in place again.
+    // Reclaimed, the export is over: candle may write in place again.
     base.zero_set()?;
     Ok(())
 }
@@ -216,7 +216,7 @@ fn always_copies_even_a_vec_that_could_move() -> Result {
 
     // A candle export is copied too, not reclaimed.
     let t = Tensor::new(&[7u8, 8, 9], &Device::Cpu)?;
-    let copied = import(export(&t)?, CopyMode::Always)?;
+    let copied = import(lend(&t)?, CopyMode::Always)?;
     assert_eq!(copied.transfer, Transfer::Copied(CopyReason::Requested));
     assert_ne!(storage_address(&copied.tensor), storage_address(&t));
     assert_eq!(copied.tensor.to_vec1::<u8>()?, [7, 8, 9]);
@@ -444,10 +444,10 @@ fn scalars_and_empty_tensors_move_and_copy() -> Result {
     );
 
     let scalar = Tensor::new(3.5f64, &Device::Cpu)?;
-    let copied = import(export(&scalar)?, CopyMode::Always)?;
+    let copied = import(lend(&scalar)?, CopyMode::Always)?;
     assert_eq!(copied.tensor.dims(), &[] as &[usize]);
     assert_eq!(copied.tensor.to_scalar::<f64>()?, 3.5);
-    let back = import(export(&scalar)?, CopyMode::Never)?;
+    let back = import(lend(&scalar)?, CopyMode::Never)?;
     assert_eq!(back.transfer, Transfer::Reclaimed);
     assert_eq!(back.tensor.to_scalar::<f64>()?, 3.5);
     Ok(())

@@ -1,10 +1,10 @@
 //! Nothing leaks: the memory of a candle tensor is freed once both the tensor and every export
-//! of it are gone. One test in this binary, so that the allocation counter sees nothing else.
+//! of it are gone, and a copy's memory once the copy (or the tensor reclaimed from it) is. One test in this binary, so that the allocation counter sees nothing else.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dlpack_candle::{CopyMode, Transfer, export, import};
+use dlpack_candle::{CopyMode, Transfer, import, into_dlpack, to_dlpack};
 use dlpack_core::ManagedTensor;
 
 /// Counts the bytes currently allocated.
@@ -41,21 +41,28 @@ fn live() -> usize {
 fn the_storage_is_freed_once_the_tensor_and_every_export_are_gone()
 -> Result<(), Box<dyn std::error::Error>> {
     let before = live();
-    // SIZE bytes of f32, moved into candle, exported twice, reclaimed once.
+    // SIZE bytes of f32, moved into candle, lent twice (reclaimed once) and copied once.
     let data = vec![1.0f32; SIZE / 4];
     let t = import(ManagedTensor::export(data)?, CopyMode::Never)?;
     assert_eq!(t.transfer, Transfer::Moved);
     let t = t.tensor;
-    let first = export(&t)?;
-    let second = export(&t.reshape((SIZE / 64, 16))?.t()?)?;
-    assert!(live() >= before + SIZE);
+    // SAFETY: nothing writes to `t`'s storage in this test.
+    let first = unsafe { into_dlpack(t.clone()) }?;
+    // SAFETY: as above.
+    let second = unsafe { into_dlpack(t.reshape((SIZE / 64, 16))?.t()?) }?;
+    let copy = to_dlpack(&t)?;
+    assert!(live() >= before + 2 * SIZE);
     drop(t);
-    assert!(live() >= before + SIZE, "the exports keep the storage");
+    assert!(live() >= before + 2 * SIZE, "the exports keep the storage");
     drop(first);
     let back = import(second, CopyMode::Never)?;
     assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert!(live() >= before + SIZE, "the reclaimed tensor keeps it");
+    assert!(live() >= before + 2 * SIZE, "the reclaimed tensor keeps it");
     drop(back);
+    assert!(live() >= before + SIZE, "the copy keeps its memory");
+    let copy = import(copy, CopyMode::Never)?;
+    assert_eq!(copy.transfer, Transfer::Reclaimed);
+    drop(copy);
     // Small allocations of candle's or the test harness may come and go; the tensor must be gone.
     assert!(
         live() < before + SIZE / 4,

@@ -137,6 +137,16 @@ pub fn storage_address(t: &Tensor) -> usize {
     }
 }
 
+/// Lends `t` to DLPack without a copy: `into_dlpack` of a clone.
+///
+/// The tests that call it keep `into_dlpack`'s promise: none writes to a tensor's storage while
+/// a lent export of it (or what is reclaimed from one) lives. Tests that write meanwhile export
+/// with `to_dlpack`.
+pub fn lend(t: &Tensor) -> Result<dlpack_core::ManagedTensor, dlpack_candle::CandleError> {
+    // SAFETY: as above, the calling tests never write to the storage while the export lives.
+    unsafe { dlpack_candle::into_dlpack(t.clone()) }
+}
+
 /// Runs `f` on another thread and waits up to a minute for it: a deadlock becomes a test
 /// failure instead of a hung test run.
 pub fn finishes<R: Send + 'static>(what: &str, f: impl FnOnce() -> R + Send + 'static) -> R {

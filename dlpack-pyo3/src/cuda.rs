@@ -186,6 +186,13 @@ unsafe fn through_exchange_api(
     // SAFETY: the exchange API handed us an owned, well-formed versioned tensor; writability as
     // the caller promised.
     let tensor = unsafe { raw.into_managed(writable) }?;
+    // Python code may still write the memory through the producer, unless the caller promised
+    // otherwise (writable): no bool view of it may be made then.
+    let tensor = if writable {
+        tensor
+    } else {
+        tensor.into_externally_writable()
+    };
     let device = tensor.device();
     if matches!(
         device.device_type,

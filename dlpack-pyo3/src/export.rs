@@ -699,7 +699,7 @@ impl Exporter {
     /// An exporter for a tensor that needs no device hooks (host memory).
     pub fn new(tensor: ManagedTensor) -> Self {
         Exporter {
-            tensor: Arc::new(tensor),
+            tensor: Arc::new(tensor.into_externally_writable()),
             hooks: None,
         }
     }
@@ -708,12 +708,15 @@ impl Exporter {
     /// `hooks`: the seam a device crate such as dlpack-cuda plugs into.
     pub fn with_hooks(tensor: ManagedTensor, hooks: Arc<dyn DeviceHooks>) -> Self {
         Exporter {
-            tensor: Arc::new(tensor),
+            tensor: Arc::new(tensor.into_externally_writable()),
             hooks: Some(hooks),
         }
     }
 
-    /// The tensor.
+    /// The tensor. Python code that imported it (writable, unless it is read-only) may write
+    /// its memory while Rust reads it, so it is
+    /// [externally writable](ManagedTensor::into_externally_writable): a `bool` view of it is
+    /// refused, and its `to_vec` is a checked copy.
     pub fn tensor(&self) -> &CheckedTensor {
         &self.tensor
     }

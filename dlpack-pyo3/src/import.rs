@@ -37,6 +37,29 @@
 //! the same object share it too, so [`from_dlpack`] makes the tensor read-only in Rust;
 //! [`from_dlpack_writable`] keeps the producer's writability for callers that can promise
 //! exclusive access.
+//!
+//! # Python may write what Rust reads
+//!
+//! A read-only import stops Rust from writing, not Python: `arr[0] = 5` on the NumPy array
+//! changes the memory a Rust view of its import reads. Rust cannot see such writes coming,
+//! so the contract is the one rust-numpy states for its arrays: Python code is unchecked code,
+//! and its author makes sure it does not write an array while Rust code reads it (under the GIL
+//! Python runs only when the Rust code calls into Python or releases the GIL). Within that
+//! contract, no Python write can make a safe Rust path undefined behaviour:
+//!
+//! - every import is [externally writable](ManagedTensor::into_externally_writable): a view of
+//!   `bool`, the element type with invalid bit patterns, is refused, and `to_vec::<bool>()`
+//!   copies the bytes and checks each in the copy (a byte Python set to 2 is an
+//!   `InvalidValue` error, not a `bool` holding 2); integer and float views read whatever the
+//!   memory holds;
+//! - a view borrows the [`ManagedTensor`], which owns the producer's tensor: the memory stays
+//!   allocated while any view lives, whatever Python does with the producer object.
+//!
+//! rust-numpy also keeps a dynamic borrow flag per array, shared by the Rust extensions of one
+//! process, to refuse a mutable borrow while another extension reads. This crate does not: its
+//! safe imports are read-only, so there is no mutable borrow to refuse, and the writers that
+//! matter (Python code, NumPy, PyTorch) take no flag. Writable imports are `unsafe`
+//! ([`from_dlpack_writable`]) and put the exclusivity on the caller.
 
 use dlpack_core::protocol::{CONSUMER_MAX_VERSION, ExportPlan, parse_stream, plan_export};
 use dlpack_core::{CheckedTensor, Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind};
@@ -119,8 +142,10 @@ pub fn from_dlpack_with(
     options: &ImportOptions,
 ) -> PyResult<ManagedTensor> {
     // SAFETY: `writable == false`: the result is read-only, so the only promise needed is the
-    // producer's own (its memory stays valid and initialised until the deleter runs).
-    unsafe { import(obj, options, false) }
+    // producer's own (its memory stays valid and initialised until the deleter runs). Python
+    // code may still write the memory through the producer: the result is marked so, and
+    // dlpack-core makes no view whose values such a write could make invalid (`bool`).
+    unsafe { import(obj, options, false) }.map(ManagedTensor::into_externally_writable)
 }
 
 /// [`from_dlpack_with`], keeping the producer's writability: the tensor is writable unless the
@@ -541,6 +566,42 @@ mod tests {
             assert!(
                 super::vectorcall_method().is_some(),
                 "PyObject_VectorcallMethod not found in the running CPython"
+            );
+        });
+    }
+}
+
+#[cfg(test)]
+mod aliasing_tests {
+    use super::*;
+    use dlpack_core::DataType;
+
+    #[test]
+    fn python_can_write_under_no_bool_reference_of_an_import() {
+        Python::attach(|py| {
+            let t = ManagedTensor::export(vec![false, true, false, true]).unwrap();
+            let object = Bound::new(py, DLPackTensor::new(t)).unwrap();
+            let imported = from_dlpack(object.as_any()).unwrap();
+            assert!(imported.is_externally_writable());
+            // A `&bool` into memory Python code can reach could be made to read 2: none is made.
+            assert_eq!(
+                imported.view::<bool>().unwrap_err(),
+                Error::ExternallyWritable {
+                    dtype: DataType::BOOL
+                }
+            );
+            // The copy is checked where only it can change.
+            assert_eq!(
+                imported.to_vec::<bool>().unwrap(),
+                [false, true, false, true]
+            );
+            // The exporter's own Rust side is in the same position: Python may have a
+            // writable import of it.
+            let exporter = object.get().exporter();
+            assert!(exporter.tensor().view::<bool>().is_err());
+            assert_eq!(
+                exporter.tensor().view_bytes().unwrap().to_vec(),
+                [0, 1, 0, 1]
             );
         });
     }

@@ -343,7 +343,11 @@ fn import_values<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
     let t = dlpack_pyo3::from_dlpack(obj)?;
     let complex = |py, re: f64, im: f64| Ok(PyComplex::from_doubles(py, re, im).into_any());
     match t.dtype() {
-        DataType::BOOL => values::<bool, _>(py, &t, plain),
+        // Python may write the memory of an import, so bools are read from a checked copy.
+        DataType::BOOL => {
+            let items = t.to_vec::<bool>().map_err(to_py_err)?;
+            PyList::new(py, items)
+        }
         DataType::I8 => values::<i8, _>(py, &t, plain),
         DataType::I16 => values::<i16, _>(py, &t, plain),
         DataType::I32 => values::<i32, _>(py, &t, plain),

@@ -34,6 +34,35 @@ fn an_owned_array_moves_into_candle_without_a_copy() -> Result {
 }
 
 #[test]
+fn a_small_slice_of_a_large_array_is_copied_into_candle_not_kept_with_the_rest() -> Result {
+    // The first row of a 100 000 x 10 f64 array is a prefix of its 8 MB Vec: handing the Vec
+    // over would keep 8 MB alive in candle for 80 bytes. It is copied, and said so.
+    let mut a = Array2::<f64>::zeros((100_000, 10));
+    a.row_mut(0)
+        .assign(&ndarray::Array1::from_iter((0..10).map(f64::from)));
+    a.slice_collapse(s![0..1, ..]);
+    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::IfNeeded)?;
+    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
+    let t = imported.tensor;
+    assert_eq!(t.dims(), &[1, 10]);
+    let (storage, _) = t.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        panic!("not a CPU tensor")
+    };
+    assert_eq!(cpu.as_slice::<f64>()?.len(), 10);
+    drop(storage);
+    assert_eq!(t.i((0, 9))?.to_scalar::<f64>()?, 9.0);
+    // Most of a Vec is still moved.
+    let mut a = Array2::<f64>::zeros((10, 10));
+    a.slice_collapse(s![0..9, ..]);
+    let address = a.as_ptr().addr();
+    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?;
+    assert_eq!(imported.transfer, Transfer::Moved);
+    assert_eq!(storage_address::<f64>(&imported.tensor), address);
+    Ok(())
+}
+
+#[test]
 fn arrays_of_every_shared_dtype_move_into_candle() -> Result {
     fn moves<T: dlpack_core::Element + candle_core::WithDType + PartialEq + std::fmt::Debug>(
         values: Vec<T>,

@@ -46,7 +46,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(dl.data_ptr().cast_const().cast::<f32>(), vec_ptr);
     assert_eq!(first, vec_ptr.wrapping_add(1));
-    let values = dl.view::<f32>()?.to_vec();
+    let values = dl.view::<f32>()?.to_vec().unwrap();
     assert_eq!(values, cols.flatten_all()?.to_vec1::<f32>()?);
     println!("values              {values:?}");
 

@@ -52,10 +52,11 @@ pub enum CopyReason {
     /// The strides are not compact row-major, and candle's storage must own exactly the
     /// tensor's elements in order.
     NotContiguous,
-    /// The producer does not hand its elements over as a `Vec` that is exactly the tensor: a
-    /// foreign tensor (NumPy, PyTorch, ...), a view, shared memory (`Arc<[T]>`), an array with
-    /// an offset, an owned array or `Vec` of which the tensor is only a part (after slicing),
-    /// or memory that is not plain host memory.
+    /// The producer does not hand its elements over as a `Vec` that is (nearly) exactly the
+    /// tensor: a foreign tensor (NumPy, PyTorch, ...), a view, shared memory (`Arc<[T]>`), an
+    /// array with an offset, an owned array or `Vec` of which the tensor is a small part (after
+    /// slicing; handing it over would keep the rest alive), or memory that is not plain host
+    /// memory.
     NotOwned,
 }
 
@@ -67,7 +68,7 @@ impl fmt::Display for CopyReason {
                 "the strides are not compact row-major, and candle storage must hold the elements in row-major order"
             }
             CopyReason::NotOwned => {
-                "the producer does not hand its elements over as a Vec that is exactly the tensor (a foreign tensor, a view, shared memory, non-host memory, or an owned array or Vec of which the tensor is only a part, as after slicing), and candle storage must own such a Vec"
+                "the producer does not hand its elements over as a Vec that is (nearly) exactly the tensor (a foreign tensor, a view, shared memory, non-host memory, or an owned array or Vec of which the tensor is a small part, as after slicing), and candle storage must own such a Vec"
             }
         })
     }

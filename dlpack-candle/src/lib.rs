@@ -9,11 +9,14 @@
 //!   memory: safe, writable, flagged `IS_COPIED`.
 //! - [`import`] makes a candle tensor from a DLPack tensor. candle's CPU storage must own a
 //!   `Vec` of exactly the tensor's elements in row-major order, so the import takes the
-//!   producer's `Vec` when the producer owns its elements as one, the tensor is all of it, and
-//!   the layout is compact row-major (a `Vec`, a `Box<[T]>`, a derived struct over a `Vec`, a
-//!   standard-layout owned ndarray `Array`, also one sliced to a prefix of its `Vec`, a nalgebra
-//!   `DVector`; not a Fortran-order `Array`, one sliced past the start of its `Vec`, nor a
-//!   `DMatrix` of more than one row and column, which is column-major). It gives
+//!   producer's `Vec` when the producer owns its elements as one, the layout is compact
+//!   row-major from the `Vec`'s first element, and the tensor is (nearly) all of the `Vec`'s
+//!   allocation (dlpack-core's `VecSlot::takes`: at most as much spare room as the tensor
+//!   itself, or under 4 KiB). That is a `Vec`, a `Box<[T]>`, a derived struct over a `Vec`, a
+//!   standard-layout owned ndarray `Array` (also one sliced to most of its `Vec`), a nalgebra
+//!   `DVector`; not a Fortran-order `Array`, one sliced past the start of its `Vec` or to a
+//!   small part of it (its first row, say, which a copy frees from the rest), nor a `DMatrix`
+//!   of more than one row and column, which is column-major. It gives
 //!   a tensor exported from candle back as a candle tensor, and otherwise copies. The result
 //!   says which ([`Transfer`]); [`CopyMode::Never`] turns the copy into an error.
 //!

@@ -75,7 +75,7 @@ fn unfold_sliding_windows_export_their_overlapping_layout() -> Result {
     let dl = lend(&windows)?;
     assert_eq!((dl.shape(), dl.strides()), (&[3i64, 4][..], &[3i64, 1][..]));
     assert_eq!(
-        dl.view::<i64>()?.to_vec(),
+        dl.view::<i64>()?.to_vec().unwrap(),
         windows.flatten_all()?.to_vec1::<i64>()?
     );
     let copied = import(dl, CopyMode::Always)?;
@@ -169,7 +169,7 @@ fn empty_and_zero_d_views_at_the_very_end_of_the_storage() -> Result {
     let end = t.narrow(0, 6, 0)?;
     let dl = lend(&end)?;
     assert_eq!((dl.shape(), dl.byte_offset()), (&[0i64][..], 48));
-    assert!(dl.view::<f64>()?.to_vec().is_empty());
+    assert!(dl.view::<f64>()?.to_vec().unwrap().is_empty());
     let copied = import(dl, CopyMode::Always)?;
     assert_eq!(copied.tensor.dims(), &[0]);
     // 0-d, the last element.
@@ -204,7 +204,7 @@ fn unsqueezed_and_size_one_axes_with_large_strides_export_and_copy() -> Result {
     ] {
         let dl = lend(&v)?;
         assert_eq!(
-            dl.view::<u32>()?.to_vec(),
+            dl.view::<u32>()?.to_vec().unwrap(),
             v.flatten_all()?.to_vec1::<u32>()?,
             "{:?}",
             v.layout()
@@ -437,7 +437,7 @@ fn into_vec_never_takes_candle_storage() -> Result {
     let dl = dl
         .into_vec::<f32>()
         .expect_err("a candle export must not give its storage away");
-    assert_eq!(dl.view::<f32>()?.to_vec(), [0.0, 1.0, 2.0, 3.0]);
+    assert_eq!(dl.view::<f32>()?.to_vec().unwrap(), [0.0, 1.0, 2.0, 3.0]);
     drop(dl);
     assert_eq!(storage_address(&t), address);
     writable_again(&t);

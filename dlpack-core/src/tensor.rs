@@ -406,7 +406,7 @@ impl CheckedTensor {
     /// use dlpack_core::{Error, ManagedTensor};
     ///
     /// let t = ManagedTensor::export(vec![true, false, true])?;
-    /// assert_eq!(t.view_bytes()?.to_vec(), [1, 0, 1]);
+    /// assert_eq!(t.view_bytes()?.to_vec()?, [1, 0, 1]);
     /// # Ok::<(), Error>(())
     /// ```
     ///
@@ -446,7 +446,7 @@ impl CheckedTensor {
         if !T::ANY_BIT_PATTERN && self.externally_writable {
             return self.to_vec_checked::<T>();
         }
-        self.view::<T>()?.try_to_vec()
+        self.view::<T>()?.to_vec()
     }
 
     /// [`CheckedTensor::to_vec`] of memory that others may write, for an element type whose
@@ -459,7 +459,7 @@ impl CheckedTensor {
             // Only one-byte types (bool) have a byte view to copy through.
             return Err(Error::ExternallyWritable { dtype: T::DTYPE });
         }
-        let bytes = self.view_bytes()?.try_to_vec()?;
+        let bytes = self.view_bytes()?.to_vec()?;
         if let Some(index) = bytes
             .iter()
             .position(|b| !T::is_valid_bits(core::slice::from_ref(b)))
@@ -545,7 +545,7 @@ impl CheckedTensor {
         // `TensorView::new`. The view's lifetime comes from `self`'s arrays, not from `staging`:
         // only the owned copy below may leave this function, never a reference from the view.
         let view = unsafe { TensorView::new(base, self.shape(), self.strides(), self.elements)? };
-        view.try_to_vec()
+        view.to_vec()
     }
 
     #[inline]
@@ -1026,7 +1026,7 @@ impl ManagedTensor {
     /// // ... a C consumer takes `raw`; here this crate takes it back:
     /// // SAFETY: `raw` is a live tensor we own and hand over.
     /// let tensor = unsafe { ManagedTensor::from_raw(raw.as_ptr())? };
-    /// assert_eq!(tensor.view::<f32>()?.to_vec(), [1.0, 2.0]);
+    /// assert_eq!(tensor.view::<f32>()?.to_vec()?, [1.0, 2.0]);
     /// # Ok::<(), dlpack_core::Error>(())
     /// ```
     ///
@@ -1499,7 +1499,7 @@ impl ManagedTensor {
     /// let t = ManagedTensor::export(vec![true, false])?.into_externally_writable();
     /// assert_eq!(t.view::<bool>().unwrap_err(), Error::ExternallyWritable { dtype: dlpack_core::DataType::BOOL });
     /// assert_eq!(t.to_vec::<bool>()?, [true, false]); // a checked copy
-    /// assert_eq!(t.view_bytes()?.to_vec(), [1, 0]);
+    /// assert_eq!(t.view_bytes()?.to_vec()?, [1, 0]);
     /// # Ok::<(), Error>(())
     /// ```
     pub fn into_externally_writable(mut self) -> Self {

@@ -212,12 +212,8 @@ impl<'a, T: Element> Raw<'a, T> {
         unsafe { crate::copy::gather(self.ptr.cast_const(), &shape, &strides, dst) };
     }
 
-    fn collect_vec(&self) -> Vec<T> {
-        self.gather_vec(Vec::with_capacity(self.len))
-    }
-
-    /// [`Raw::collect_vec`] with [`Error::OutOfMemory`] where the allocation fails: a broadcast
-    /// tensor (stride 0) describes far more elements than its memory holds.
+    /// The elements in a new row-major `Vec`, or [`Error::OutOfMemory`] where the allocation
+    /// fails: a broadcast tensor (stride 0) describes far more elements than its memory holds.
     fn try_collect_vec(&self) -> Result<Vec<T>, Error> {
         Ok(self.gather_vec(try_vec_with_capacity(self.len)?))
     }
@@ -286,22 +282,11 @@ macro_rules! shared_methods {
         /// Copies the elements into a new row-major `Vec`. Contiguous runs are copied with
         /// `memcpy`; transposed layouts in cache-sized tiles.
         ///
-        /// # Panics
-        ///
-        /// As `Vec::with_capacity` does when the elements do not fit in memory: a panic
-        /// (capacity overflow) or an abort (allocation failure). A broadcast view (stride 0) can
-        /// describe far more elements than its memory holds: use [`Self::try_to_vec`] to get
-        /// [`Error::OutOfMemory`] instead.
-        pub fn to_vec(&self) -> Vec<T> {
-            self.raw.collect_vec()
-        }
-
-        /// [`Self::to_vec`], with an error instead of a panic or an abort.
-        ///
         /// # Errors
         ///
-        /// [`Error::OutOfMemory`] when the elements do not fit in memory.
-        pub fn try_to_vec(&self) -> Result<Vec<T>, Error> {
+        /// [`Error::OutOfMemory`] when the elements do not fit in memory: a broadcast view
+        /// (stride 0) can describe far more elements than its memory holds.
+        pub fn to_vec(&self) -> Result<Vec<T>, Error> {
             self.raw.try_collect_vec()
         }
 

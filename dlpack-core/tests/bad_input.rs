@@ -258,7 +258,7 @@ fn null_shape_with_ndim_0_is_accepted_as_a_scalar() {
     assert_eq!(t.len(), 1);
     let view = t.view::<f32>().unwrap();
     assert_eq!(view.get(&[]), Some(&7.5));
-    assert_eq!(view.to_vec(), [7.5]);
+    assert_eq!(view.to_vec().unwrap(), [7.5]);
     assert_eq!(t.byte_span(), built.buffer_addr()..built.buffer_addr() + 4);
     drop_once(t, &built);
 }
@@ -399,7 +399,7 @@ fn null_data_with_a_zero_size_dim_is_accepted() {
     let view = t.view::<f32>().unwrap();
     assert_eq!(view.len(), 0);
     assert_eq!(view.iter().count(), 0);
-    assert!(view.to_vec().is_empty());
+    assert!(view.to_vec().unwrap().is_empty());
     assert_eq!(view.get(&[0, 0, 0]), None);
     assert_eq!(t.view_mut::<f32>().unwrap().len(), 0);
     drop_once(t, &built);
@@ -977,7 +977,7 @@ fn bool_view_of_overlapping_strides_agrees_with_brute_force() {
         match (t.view::<bool>(), first_bad) {
             (Ok(view), None) => {
                 let expected: Vec<bool> = offsets.iter().map(|&o| byte_at(o) == 1).collect();
-                assert_eq!(view.to_vec(), expected, "{case}");
+                assert_eq!(view.to_vec().unwrap(), expected, "{case}");
             }
             (Err(Error::InvalidValue { index, byte, .. }), Some(first)) => {
                 assert!(
@@ -1053,7 +1053,7 @@ fn view_mut_of_a_read_only_tensor_is_refused() {
     let err = t.view_mut::<f32>().unwrap_err();
     assert_eq!(err, Error::ReadOnly);
     says(&err, &["read-only"]);
-    assert_eq!(t.view::<f32>().unwrap().to_vec(), [1.0, 2.0]);
+    assert_eq!(t.view::<f32>().unwrap().to_vec().unwrap(), [1.0, 2.0]);
     drop_once(t, &built);
 }
 
@@ -1077,7 +1077,7 @@ fn view_mut_of_a_broadcast_tensor_is_refused_but_view_reads_it() {
     assert_eq!(t.byte_span(), start..start + 16);
     let view = t.view::<f32>().unwrap();
     let expected = [1.0, 2.0, 3.0, 4.0].repeat(3);
-    assert_eq!(view.to_vec(), expected);
+    assert_eq!(view.to_vec().unwrap(), expected);
     assert_eq!(view.iter().copied().collect::<Vec<_>>(), expected);
     assert_eq!(view.get(&[0, 0]), Some(&1.0));
     assert_eq!(view.get(&[2, 3]), Some(&4.0));
@@ -1144,7 +1144,7 @@ fn negative_strides_are_viewed_in_row_major_order() {
     assert_eq!(t.byte_span(), start..start + 24);
     let view = t.view::<f32>().unwrap();
     let expected = [5.0, 4.0, 3.0, 2.0, 1.0, 0.0];
-    assert_eq!(view.to_vec(), expected);
+    assert_eq!(view.to_vec().unwrap(), expected);
     assert_eq!(view.iter().copied().collect::<Vec<_>>(), expected);
     assert_eq!(view.get(&[0, 0]), Some(&5.0));
     assert_eq!(view.get(&[0, 2]), Some(&3.0));
@@ -1844,7 +1844,7 @@ fn view_mut_refuses_data_that_overlaps_the_strides_or_the_struct() {
         &["overlaps", "strides array", "mutable access refused"],
     );
     // Reading is harmless: nothing writes.
-    assert_eq!(t.view::<i64>().unwrap().to_vec(), [1, 1, 10]);
+    assert_eq!(t.view::<i64>().unwrap().to_vec().unwrap(), [1, 1, 10]);
     drop(t);
 
     // The data starts at the shape array.
@@ -2003,7 +2003,7 @@ fn copying_a_broadcast_tensor_too_large_for_memory_is_an_error_not_a_panic() {
     assert_eq!(err, Error::OutOfMemory { bytes: 4 << 62 });
     says(&err, &["cannot allocate", "18446744073709551616 bytes"]);
     assert_eq!(err.py_kind(), dlpack_core::PyErrorKind::MemoryError);
-    let err = t.view::<f32>().unwrap().try_to_vec().unwrap_err();
+    let err = t.view::<f32>().unwrap().to_vec().unwrap_err();
     assert_eq!(err, Error::OutOfMemory { bytes: 4 << 62 });
     drop_once(t, &built);
 }

@@ -588,7 +588,7 @@ fn copy_to_slice_gathers_strided_elements_and_checks_the_length() {
     let copy = v;
     #[allow(clippy::clone_on_copy)]
     let cloned = copy.clone();
-    assert_eq!(cloned.to_vec(), out);
+    assert_eq!(cloned.to_vec().unwrap(), out);
     assert!(format!("{v:?}").starts_with("TensorView { shape: [2, 3], strides: [1, 2]"));
     drop(t);
     assert_eq!(counter.load(Ordering::SeqCst), 1);
@@ -608,7 +608,7 @@ fn view_mut_copy_from_slice_writes_strided_elements_in_row_major_order() {
         assert!(v.as_mut_slice().is_none());
         assert_eq!(v.as_mut_ptr().cast_const(), v.as_ptr());
         v.copy_from_slice(&[10, 11, 12, 13, 14, 15]).unwrap();
-        assert_eq!(v.as_view().to_vec(), [10, 11, 12, 13, 14, 15]);
+        assert_eq!(v.as_view().to_vec().unwrap(), [10, 11, 12, 13, 14, 15]);
         assert!(format!("{v:?}").starts_with("TensorViewMut { shape: [2, 3]"));
     }
     // Memory order: element (i, j) at i + 2 j.
@@ -698,7 +698,7 @@ fn a_custom_element_with_restricted_bits_is_checked_element_by_element() {
     let counter = built.counter();
     let t = import(built.ptr).unwrap();
     assert_eq!(
-        t.view::<Small>().unwrap().to_vec(),
+        t.view::<Small>().unwrap().to_vec().unwrap(),
         [Small(1), Small(2), Small(3)]
     );
     drop(t);

@@ -144,7 +144,7 @@ fn the_bytes_of_a_bool_tensor_are_viewed_as_u8_whatever_they_hold() {
         Error::InvalidValue { byte: 2, .. }
     ));
     let bytes = t.view_bytes().unwrap();
-    assert_eq!(bytes.to_vec(), [1, 2, 0]);
+    assert_eq!(bytes.to_vec().unwrap(), [1, 2, 0]);
     assert_eq!(bytes.as_ptr().addr(), built.buffer_addr());
 }
 
@@ -152,7 +152,7 @@ fn the_bytes_of_a_bool_tensor_are_viewed_as_u8_whatever_they_hold() {
 fn the_byte_view_keeps_shape_and_strides_and_refuses_wider_elements() {
     let t = ManagedTensor::export(vec![1i8, -2, 3, -4, 5, -6]).unwrap();
     assert_eq!(
-        t.view_bytes().unwrap().to_vec(),
+        t.view_bytes().unwrap().to_vec().unwrap(),
         [1, 0xfe, 3, 0xfc, 5, 0xfa]
     );
     let strided = Foreign::of(&[10u8, 11, 12, 13, 14, 15], &[2, 3])
@@ -166,7 +166,7 @@ fn the_byte_view_keeps_shape_and_strides_and_refuses_wider_elements() {
     // SAFETY: as above.
     let t = unsafe { ManagedTensor::from_raw(built.ptr) }.unwrap();
     let v = t.view_bytes().unwrap();
-    assert_eq!(v.to_vec(), [10, 12, 14, 11, 13, 15]);
+    assert_eq!(v.to_vec().unwrap(), [10, 12, 14, 11, 13, 15]);
     assert_eq!(
         ManagedTensor::export(vec![1.0f32])
             .unwrap()
@@ -208,7 +208,10 @@ fn into_vec_leaves_a_few_elements_in_a_large_allocation_with_their_producer() {
     let t = ManagedTensor::export(v).unwrap();
     let t = t.into_vec::<f64>().unwrap_err();
     let view = t.view::<f64>().unwrap();
-    assert_eq!((view.as_ptr(), view.to_vec()), (address, vec![1.5, 2.5]));
+    assert_eq!(
+        (view.as_ptr(), view.to_vec().unwrap()),
+        (address, vec![1.5, 2.5])
+    );
     // The producer still holds its whole Vec.
     let v: Vec<f64> = t.reclaim().unwrap();
     assert_eq!((v.as_ptr(), v.capacity() >= 100_000), (address, true));
@@ -240,12 +243,15 @@ fn memory_others_may_write_gives_no_bool_view_and_a_checked_copy() {
         t.to_vec::<bool>().unwrap(),
         [true, true, false, false, true, false]
     );
-    assert_eq!(t.view_bytes().unwrap().to_vec(), [1, 1, 0, 0, 1, 0]);
+    assert_eq!(
+        t.view_bytes().unwrap().to_vec().unwrap(),
+        [1, 1, 0, 0, 1, 0]
+    );
     // Types every bit pattern is valid for are viewed as before.
     let ints = ManagedTensor::export(vec![5u8, 6])
         .unwrap()
         .into_externally_writable();
-    assert_eq!(ints.view::<u8>().unwrap().to_vec(), [5, 6]);
+    assert_eq!(ints.view::<u8>().unwrap().to_vec().unwrap(), [5, 6]);
 }
 
 #[test]

@@ -170,7 +170,7 @@ fn managed_memory_verifies_as_cuda_managed_and_becomes_host_readable() {
     let mut tensor = Claim::new::<i32>(fake.pointer(address), CUDA_MANAGED, &[3]).tensor();
     let info = tensor.verify_device(&hooks(&fake, &[])).unwrap().unwrap();
     assert_eq!(info.kind, MemoryKind::Managed);
-    assert_eq!(tensor.view::<i32>().unwrap().to_vec(), [7, 8, 9]);
+    assert_eq!(tensor.view::<i32>().unwrap().to_vec().unwrap(), [7, 8, 9]);
 }
 
 #[test]
@@ -211,7 +211,7 @@ fn pinned_memory_verifies_as_cuda_host() {
         (CUDA_HOST, MemoryKind::HostPinned)
     );
     assert_eq!(
-        tensor.view::<bool>().unwrap().to_vec(),
+        tensor.view::<bool>().unwrap().to_vec().unwrap(),
         [true, false, true, true]
     );
 }
@@ -806,7 +806,7 @@ fn managed_imports_are_read_in_place_after_waiting_for_our_stream() {
     let import = CudaImport::new(claim.tensor(), &hooks).unwrap();
     fake.take_calls();
     assert_eq!(
-        import.host_view::<f32>(&hooks).unwrap().to_vec(),
+        import.host_view::<f32>(&hooks).unwrap().to_vec().unwrap(),
         [1.5, 2.5]
     );
     assert_eq!(import.to_host_vec::<f32>(&hooks).unwrap(), [1.5, 2.5]);

@@ -471,7 +471,7 @@ fn the_read_only_attribute_makes_the_tensor_read_only() -> Result<(), Error> {
     })?;
     assert!(tensor.is_read_only());
     assert_eq!(tensor.view_mut::<f64>().unwrap_err(), Error::ReadOnly);
-    assert_eq!(tensor.view::<f64>()?.to_vec(), [1.0, 2.0]);
+    assert_eq!(tensor.view::<f64>()?.to_vec().unwrap(), [1.0, 2.0]);
     // Nor does it hand its Vec to a consumer that would own (and may write) it.
     let tensor = tensor.into_vec::<f64>().unwrap_err();
     assert!(Frozen::try_from(tensor).is_ok());
@@ -515,7 +515,7 @@ fn into_vec_leaves_a_struct_whose_tensor_is_part_of_its_buffer() -> Result<(), E
     };
     let tensor = ManagedTensor::export(part)?;
     let tensor = tensor.into_vec::<f32>().unwrap_err();
-    assert_eq!(tensor.view::<f32>()?.to_vec(), [1.0; 4]);
+    assert_eq!(tensor.view::<f32>()?.to_vec().unwrap(), [1.0; 4]);
 
     let offset = Strided {
         values: vec![9, 0, 1, 2, 3].into_boxed_slice(),
@@ -528,7 +528,7 @@ fn into_vec_leaves_a_struct_whose_tensor_is_part_of_its_buffer() -> Result<(), E
     let tensor = ManagedTensor::export(offset)?
         .into_vec::<i32>()
         .unwrap_err();
-    assert_eq!(tensor.view::<i32>()?.to_vec(), [0, 1, 2, 3]);
+    assert_eq!(tensor.view::<i32>()?.to_vec().unwrap(), [0, 1, 2, 3]);
     let back = Strided::try_from(tensor)?;
     assert_eq!(
         &*back.values,
@@ -560,7 +560,7 @@ fn into_vec_leaves_a_struct_whose_tensor_is_part_of_its_buffer() -> Result<(), E
         } else {
             [0, 1, 2, 3]
         };
-        assert_eq!(tensor.view::<i32>()?.to_vec(), expected);
+        assert_eq!(tensor.view::<i32>()?.to_vec().unwrap(), expected);
     }
     Ok(())
 }
@@ -722,7 +722,7 @@ fn a_shape_and_strides_of_one_generic_type_round_trip() -> Result<(), Error> {
         strides: [1usize, 3],
     };
     let tensor = ManagedTensor::export(transposed)?;
-    assert_eq!(tensor.view::<u8>()?.to_vec(), [0, 3, 1, 4, 2, 5]);
+    assert_eq!(tensor.view::<u8>()?.to_vec().unwrap(), [0, 3, 1, 4, 2, 5]);
     let back = SameDims::<u8, [usize; 2]>::try_from(tensor)?;
     assert_eq!((back.shape, back.strides), ([3, 2], [1, 3]));
     Ok(())

@@ -795,7 +795,7 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
     let (nrows, ncols) = (layout.nrows, layout.ncols);
     if layout.is_vector_like() {
         // At most one row or column: row-major order (core's gather) is column-major order.
-        return Ok(DMatrix::from_vec(nrows, ncols, view.try_to_vec()?));
+        return Ok(DMatrix::from_vec(nrows, ncols, view.to_vec()?));
     }
     // A 2-d tensor from here on. The Vec is allocated first, so that a tensor too large for
     // memory (a broadcast one describes far more elements than its memory holds) is an error.
@@ -828,7 +828,7 @@ pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatri
 /// does not fit in memory.
 pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVector<T>, Error> {
     Layout::vector(view.shape(), view.strides())?;
-    Ok(DVector::from_vec(view.try_to_vec()?))
+    Ok(DVector::from_vec(view.to_vec()?))
 }
 
 /// Turns a tensor into an owned `DMatrix`, without a copy when it can:

@@ -44,7 +44,7 @@ fn exported_matrix_reads_row_major_through_core_views() {
     let tensor = export(sample(2, 3)).unwrap();
     let view = tensor.view::<f64>().unwrap();
     assert_eq!(view.get(&[1, 2]), Some(&12.0));
-    assert_eq!(view.to_vec(), [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
+    assert_eq!(view.to_vec().unwrap(), [0.0, 1.0, 2.0, 10.0, 11.0, 12.0]);
 }
 
 #[test]
@@ -53,7 +53,7 @@ fn column_vector_types_export_one_dimensional() {
     assert_eq!((tensor.shape(), tensor.strides()), (&[3][..], &[1][..]));
     let tensor = export(SVector::<u8, 4>::new(1, 2, 3, 4)).unwrap();
     assert_eq!((tensor.shape(), tensor.strides()), (&[4][..], &[1][..]));
-    assert_eq!(tensor.view::<u8>().unwrap().to_vec(), [1, 2, 3, 4]);
+    assert_eq!(tensor.view::<u8>().unwrap().to_vec().unwrap(), [1, 2, 3, 4]);
 }
 
 #[test]
@@ -84,7 +84,10 @@ fn smatrix_exports_its_inline_array_column_major() {
         (&[2, 3][..], &[1, 2][..])
     );
     assert!(!tensor.is_read_only());
-    assert_eq!(tensor.view::<u16>().unwrap().to_vec(), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        tensor.view::<u16>().unwrap().to_vec().unwrap(),
+        [1, 2, 3, 4, 5, 6]
+    );
 }
 
 #[test]
@@ -282,7 +285,7 @@ fn smatrix_has_no_vec_to_give_and_its_data_survives_being_asked() {
     // fails if the elements lived inside the producer (as an SMatrix's do) instead of on the heap.
     let tensor = export(SVector::<f32, 2>::new(1.0, 2.0)).unwrap();
     let tensor = tensor.into_vec::<f32>().unwrap_err();
-    assert_eq!(tensor.view::<f32>().unwrap().to_vec(), [1.0, 2.0]);
+    assert_eq!(tensor.view::<f32>().unwrap().to_vec().unwrap(), [1.0, 2.0]);
 }
 
 // --- views -------------------------------------------------------------------------------------
@@ -300,13 +303,13 @@ fn export_copy_copies_a_view_into_a_new_tensor() {
         &m[(1, 1)] as *const f64
     );
     assert_eq!(
-        tensor.view::<f64>().unwrap().to_vec(),
+        tensor.view::<f64>().unwrap().to_vec().unwrap(),
         [11.0, 12.0, 13.0, 21.0, 22.0, 23.0]
     );
     let column = export_copy(&m.column(2)).unwrap();
     assert_eq!(column.shape(), &[4]);
     assert_eq!(
-        column.view::<f64>().unwrap().to_vec(),
+        column.view::<f64>().unwrap().to_vec().unwrap(),
         [2.0, 12.0, 22.0, 32.0]
     );
 }
@@ -323,7 +326,7 @@ fn export_view_is_read_only_zero_copy_with_the_views_strides() {
     );
     let view = tensor.view::<f64>().unwrap();
     assert_eq!(view.as_ptr(), &m[(1, 1)] as *const f64);
-    assert_eq!(view.to_vec(), [11.0, 12.0, 13.0, 21.0, 22.0, 23.0]);
+    assert_eq!(view.to_vec().unwrap(), [11.0, 12.0, 13.0, 21.0, 22.0, 23.0]);
     assert_eq!(tensor.view_mut::<f64>().unwrap_err(), Error::ReadOnly);
     assert_eq!(
         ManagedTensor::into_raw_legacy(tensor).unwrap_err().error,
@@ -342,7 +345,7 @@ fn export_view_of_a_row_has_the_column_stride() {
         (&[1, 4][..], &[1, 3][..])
     );
     assert_eq!(
-        tensor.view::<f64>().unwrap().to_vec(),
+        tensor.view::<f64>().unwrap().to_vec().unwrap(),
         [10.0, 11.0, 12.0, 13.0]
     );
 }

@@ -646,7 +646,10 @@ fn one_dimensional_tensor_imports_as_a_zero_copy_vector_view() {
     assert_eq!(view.dot(&view), 14.0);
     let mut view = dvector_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap();
     view.axpy(2.0, &DVector::from_element(4, 1.0), 1.0);
-    assert_eq!(tensor.view::<f64>().unwrap().to_vec(), [2.0, 3.0, 4.0, 5.0]);
+    assert_eq!(
+        tensor.view::<f64>().unwrap().to_vec().unwrap(),
+        [2.0, 3.0, 4.0, 5.0]
+    );
     finish(tensor, &built);
 }
 

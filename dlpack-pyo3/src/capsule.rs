@@ -544,7 +544,10 @@ mod tests {
                 assert_eq!(drops.load(Ordering::SeqCst), 0, "the consumer owns it now");
                 // SAFETY: we own the taken tensor and validate it once.
                 let tensor = unsafe { taken.into_managed(false) }.unwrap();
-                assert_eq!(tensor.view::<f32>().unwrap().to_vec(), [1.0, 2.0, 3.0]);
+                assert_eq!(
+                    tensor.view::<f32>().unwrap().to_vec().unwrap(),
+                    [1.0, 2.0, 3.0]
+                );
                 assert!(tensor.is_read_only());
                 drop(tensor);
             });
@@ -578,7 +581,10 @@ mod tests {
                     capsule_name(&capsule),
                     format.used_capsule_name().to_str().unwrap()
                 );
-                assert_eq!(tensor.view::<f32>().unwrap().to_vec(), [1.0, 2.0, 3.0]);
+                assert_eq!(
+                    tensor.view::<f32>().unwrap().to_vec().unwrap(),
+                    [1.0, 2.0, 3.0]
+                );
                 drop(capsule);
                 assert_eq!(drops.load(Ordering::SeqCst), 0, "the importer owns it");
                 drop(tensor);

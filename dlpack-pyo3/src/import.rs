@@ -108,7 +108,7 @@ pub struct ImportOptions {
 ///     assert_eq!(back.data_ptr() as usize, address); // the same memory
 ///     assert!(back.is_read_only());
 ///     let view = back.view::<f32>().map_err(dlpack_pyo3::to_py_err)?;
-///     assert_eq!(view.to_vec(), [1.0, 2.0, 3.0]);
+///     assert_eq!(view.to_vec().map_err(dlpack_pyo3::to_py_err)?, [1.0, 2.0, 3.0]);
 ///     Ok(())
 /// })?;
 /// # Ok::<(), pyo3::PyErr>(())
@@ -600,7 +600,7 @@ mod aliasing_tests {
             let exporter = object.get().exporter();
             assert!(exporter.tensor().view::<bool>().is_err());
             assert_eq!(
-                exporter.tensor().view_bytes().unwrap().to_vec(),
+                exporter.tensor().view_bytes().unwrap().to_vec().unwrap(),
                 [0, 1, 0, 1]
             );
         });

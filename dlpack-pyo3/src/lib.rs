@@ -27,7 +27,7 @@
 //!     // ... which this crate's importer takes too, without a copy.
 //!     let back = from_dlpack(&capsule)?;
 //!     assert_eq!((back.dtype(), back.data_ptr() as usize), (DataType::F32, address));
-//!     assert_eq!(back.view::<f32>().map_err(to_py_err)?.to_vec(), [0.5, 1.5, 2.5]);
+//!     assert_eq!(back.view::<f32>().map_err(to_py_err)?.to_vec().map_err(to_py_err)?, [0.5, 1.5, 2.5]);
 //!     Ok(())
 //! })?;
 //! # Ok::<(), PyErr>(())

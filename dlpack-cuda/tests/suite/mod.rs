@@ -159,7 +159,7 @@ fn managed_memory_exports_as_cuda_managed_and_the_driver_agrees(context: &Arc<Cu
     assert_eq!(import.memory_kind(), Some(MemoryKind::Managed));
     let view = import.host_view::<f32>(&hooks).expect("host view");
     assert_eq!(view.as_ptr().addr(), address, "read in place");
-    assert_eq!(view.to_vec(), [1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(view.to_vec().unwrap(), [1.0, 2.0, 3.0, 4.0]);
     assert_eq!(
         import.to_host_vec::<f32>(&hooks).expect("copy"),
         [1.0, 2.0, 3.0, 4.0]
@@ -207,7 +207,11 @@ fn pinned_memory_exports_as_cuda_host_and_the_driver_agrees(context: &Arc<CudaCo
     let import = CudaImport::new(tensor, &hooks).expect("import");
     assert_eq!(import.memory_kind(), Some(MemoryKind::HostPinned));
     assert_eq!(
-        import.host_view::<u16>(&hooks).expect("view").to_vec(),
+        import
+            .host_view::<u16>(&hooks)
+            .expect("view")
+            .to_vec()
+            .unwrap(),
         [7, 8, 9, 10]
     );
     // Into a pinned buffer from a device tensor.

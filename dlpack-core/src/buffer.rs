@@ -271,7 +271,7 @@ unsafe impl<B: Buffer> Export for B {
 /// [`Export::give_vec`] for a producer whose whole tensor is `buffer` (row-major, from its first
 /// element): moves the buffer's `Vec` into `slot` when the element types match, the buffer
 /// can give one up ([`Buffer::take_vec`]; nothing happens unless [`Buffer::GIVES_VEC`]) and
-/// the slot takes a `Vec` of its capacity ([`VecSlot::takes`]).
+/// the slot takes a `Vec` that starts there with its capacity ([`VecSlot::takes`]).
 pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
     if !B::GIVES_VEC {
         return;
@@ -279,7 +279,7 @@ pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any)
     let Some(slot) = slot.downcast_mut::<VecSlot<B::Elem>>() else {
         return;
     };
-    if !slot.takes(buffer.vec_capacity()) {
+    if !slot.takes(buffer.as_mut_ptr(), buffer.vec_capacity()) {
         return;
     }
     if let Some(vec) = buffer.take_vec() {
@@ -288,13 +288,14 @@ pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any)
 }
 
 /// What [`ManagedTensor::into_vec`](crate::ManagedTensor::into_vec) asks a producer for through
-/// [`Export::give_vec`] (as `&mut dyn Any`): a `Vec<T>` whose first [`VecSlot::len`] elements
-/// are the tensor, with little room to spare.
+/// [`Export::give_vec`] (as `&mut dyn Any`): a `Vec<T>` that starts at the tensor's first
+/// element, whose first [`VecSlot::len`] elements are the tensor, with little room to spare.
 ///
-/// A producer checks [`VecSlot::takes`] with its `Vec`'s capacity *before* giving the `Vec`
-/// up, and keeps it when the answer is no: a tensor that is a small part of a large `Vec` (the
-/// first row of a large matrix, say) is then copied by the consumer, instead of the consumer
-/// keeping the whole allocation alive for a few elements.
+/// A producer checks [`VecSlot::takes`] with its `Vec`'s start and capacity *before* giving
+/// the `Vec` up, and keeps it when the answer is no: a tensor that starts inside its `Vec` (a
+/// producer that describes a byte offset, say) is not the `Vec`, and a tensor that is a small
+/// part of a large `Vec` (the first row of a large matrix, say) is then copied by the consumer,
+/// instead of the consumer keeping the whole allocation alive for a few elements.
 ///
 /// ```
 /// use dlpack_core::ManagedTensor;
@@ -309,14 +310,19 @@ pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any)
 /// ```
 #[derive(Debug)]
 pub struct VecSlot<T> {
+    first: usize,
     len: usize,
     vec: Option<Vec<T>>,
 }
 
 impl<T> VecSlot<T> {
-    /// An empty slot for a tensor of `len` elements.
-    pub fn new(len: usize) -> Self {
-        VecSlot { len, vec: None }
+    /// An empty slot for a tensor of `len` elements whose first element is at `first`.
+    pub fn new(first: *const T, len: usize) -> Self {
+        VecSlot {
+            first: first.addr(),
+            len,
+            vec: None,
+        }
     }
 
     /// The number of elements the tensor has: the `Vec`'s first `len` elements are the tensor.
@@ -329,18 +335,24 @@ impl<T> VecSlot<T> {
         self.len == 0
     }
 
-    /// Whether a `Vec` of this capacity is taken: when the room it has beyond the tensor's
-    /// elements is at most the tensor's own size, or less than 4 KiB. (A `Vec` grown by `push`
-    /// has up to twice the room its elements need, so every such `Vec` is taken whole.)
-    pub fn takes(&self, capacity: usize) -> bool {
+    /// Whether a `Vec` whose elements start at `start`, with this capacity, is taken: when it
+    /// starts at the tensor's first element (any `Vec` will do for a tensor without elements)
+    /// and the room it has beyond the tensor's elements is at most the tensor's own size, or
+    /// less than 4 KiB. (A `Vec` grown by `push` has up to twice the room its elements need, so
+    /// every such `Vec` is taken whole.)
+    pub fn takes(&self, start: *const T, capacity: usize) -> bool {
+        if self.len > 0 && start.addr() != self.first {
+            return false;
+        }
         let spare = capacity.saturating_sub(self.len);
         let element = core::mem::size_of::<T>().max(1);
         spare <= self.len || spare.saturating_mul(element) < 4096
     }
 
     /// Puts the producer's `Vec` in the slot. Give only a `Vec` that [`VecSlot::takes`] (one it
-    /// does not take is cut to the tensor and shrunk, which may copy), whose first
-    /// [`VecSlot::len`] elements are the tensor's, in row-major order.
+    /// does not take is refused by [`ManagedTensor::into_vec`](crate::ManagedTensor::into_vec)
+    /// after all, or cut and shrunk), whose first [`VecSlot::len`] elements are the tensor's,
+    /// in row-major order.
     pub fn fill(&mut self, vec: Vec<T>) {
         self.vec = Some(vec);
     }

@@ -1679,7 +1679,12 @@ impl ManagedTensor {
         {
             return Err(self);
         }
-        let mut slot = crate::VecSlot::<T>::new(self.len());
+        let first = self
+            .data_ptr()
+            .cast::<u8>()
+            .wrapping_add(self.byte_offset() as usize)
+            .cast::<T>();
+        let mut slot = crate::VecSlot::<T>::new(first, self.len());
         self.ask_for_vec(&mut slot);
         match slot.take() {
             Some(mut v) => {
@@ -1687,7 +1692,7 @@ impl ManagedTensor {
                 // (`give_vec`'s contract), also for a producer whose shape answers otherwise
                 // when asked again (the derive's `Dims` is a safe trait).
                 v.truncate(self.len());
-                if !slot.takes(v.capacity()) {
+                if !slot.takes(v.as_ptr(), v.capacity()) {
                     // A producer that gave more room than asked for: the spare is returned to
                     // the allocator (which may move the elements).
                     v.shrink_to_fit();

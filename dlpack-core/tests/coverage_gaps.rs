@@ -809,7 +809,7 @@ fn describe_buffer_marks_read_only_buffers_and_arcs_give_no_vec() {
         desc.allocation,
         Some(arc.as_ptr().addr()..arc.as_ptr().addr() + 8)
     );
-    let mut slot = VecSlot::<u16>::new(4);
+    let mut slot = VecSlot::<u16>::new(core::ptr::null(), 4);
     give_buffer_vec(&mut arc, &mut slot);
     assert!(slot.take().is_none());
     assert_eq!(arc.take_vec(), None);
@@ -924,11 +924,11 @@ fn flags_set_operations() {
 #[test]
 fn give_buffer_vec_leaves_a_slot_of_another_type_alone() {
     let mut v = vec![1u8, 2, 3];
-    let mut wrong = VecSlot::<u16>::new(3);
+    let mut wrong = VecSlot::<u16>::new(core::ptr::null(), 3);
     give_buffer_vec(&mut v, &mut wrong);
     assert!(wrong.take().is_none());
     assert_eq!(v, [1, 2, 3]);
-    let mut right = VecSlot::<u8>::new(3);
+    let mut right = VecSlot::<u8>::new(v.as_ptr(), 3);
     give_buffer_vec(&mut v, &mut right);
     assert_eq!(right.take(), Some(vec![1, 2, 3]));
 }

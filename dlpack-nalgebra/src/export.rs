@@ -248,7 +248,10 @@ where
             return;
         }
         if let Some(slot) = slot.downcast_mut::<dlpack_core::VecSlot<T>>()
-            && slot.takes(self.matrix.data.as_vec().capacity())
+            && slot.takes(
+                self.matrix.data.as_vec().as_ptr(),
+                self.matrix.data.as_vec().capacity(),
+            )
         {
             let storage = core::mem::take(&mut self.matrix.data);
             slot.fill(Vec::from(storage));

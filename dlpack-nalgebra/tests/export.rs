@@ -264,7 +264,7 @@ fn into_vec_refuses_a_general_dmatrix_which_is_not_row_major() {
 #[test]
 fn give_vec_keeps_the_vec_of_a_general_matrix_even_when_asked_directly() {
     let mut producer = MatrixProducer::new(sample(2, 3));
-    let mut slot = dlpack_core::VecSlot::<f64>::new(6);
+    let mut slot = dlpack_core::VecSlot::<f64>::new(core::ptr::null(), 6);
     producer.give_vec(&mut slot as &mut dyn Any);
     assert_eq!(slot.take(), None);
     assert_eq!(producer.into_inner(), sample(2, 3));
@@ -273,7 +273,7 @@ fn give_vec_keeps_the_vec_of_a_general_matrix_even_when_asked_directly() {
 #[test]
 fn give_vec_ignores_a_slot_of_another_element_type() {
     let mut producer = MatrixProducer::new(DVector::from_vec(vec![1.0f64]));
-    let mut slot = dlpack_core::VecSlot::<f32>::new(1);
+    let mut slot = dlpack_core::VecSlot::<f32>::new(core::ptr::null(), 1);
     producer.give_vec(&mut slot as &mut dyn Any);
     assert_eq!(slot.take(), None);
     assert_eq!(producer.matrix().len(), 1);

@@ -166,7 +166,7 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
         let array = core::mem::replace(&mut self.array, placeholder);
         let (vec, offset) = array.into_raw_vec_and_offset();
         let start = offset.unwrap_or(0);
-        if start == 0 && slot.takes(vec.capacity()) {
+        if start == 0 && slot.takes(vec.as_ptr(), vec.capacity()) {
             // All of the Vec, or its first `len` elements (an array sliced to a prefix, such as
             // `s![..2, ..]`), which `into_vec` cuts the Vec to: not a byte moves.
             slot.fill(vec);

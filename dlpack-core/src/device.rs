@@ -103,6 +103,30 @@ impl DeviceType {
             Self::CPU | Self::CUDA_HOST | Self::ROCM_HOST | Self::CUDA_MANAGED
         )
     }
+
+    /// Whether a data pointer on this device type is an address, to which a byte offset can be
+    /// added: the CPU, CUDA (device, host and managed memory), ROCm (device and host) and oneAPI
+    /// USM. Elsewhere (OpenCL, Vulkan, Metal, ...) it is a handle, and only `byte_offset` can
+    /// move into it.
+    ///
+    /// ```
+    /// use dlpack_core::DeviceType;
+    ///
+    /// assert!(DeviceType::CUDA.has_address_pointers());
+    /// assert!(!DeviceType::VULKAN.has_address_pointers());
+    /// ```
+    pub const fn has_address_pointers(self) -> bool {
+        matches!(
+            self,
+            Self::CPU
+                | Self::CUDA
+                | Self::CUDA_HOST
+                | Self::CUDA_MANAGED
+                | Self::ROCM
+                | Self::ROCM_HOST
+                | Self::ONEAPI
+        )
+    }
 }
 
 impl fmt::Display for DeviceType {

@@ -25,7 +25,10 @@ use core::ops::Range;
 pub struct ExportDesc {
     /// The data pointer (`DLTensor::data`). May be NULL only if the tensor has no elements.
     pub data: *mut c_void,
-    /// Bytes from `data` to the first element.
+    /// Bytes from `data` to the first element. On a device whose data pointers are addresses
+    /// ([`DeviceType::has_address_pointers`](crate::DeviceType::has_address_pointers): the CPU,
+    /// CUDA, ROCm, oneAPI USM) the export adds it to `data` and writes `byte_offset` 0, as NumPy
+    /// and PyTorch export: some consumers mishandle a non-zero offset. Imports accept any.
     pub byte_offset: u64,
     /// The element type.
     pub dtype: DataType,
@@ -416,15 +419,16 @@ pub(crate) fn export<H: Header, P: Export>(producer: P) -> Result<Fresh<H>, Refu
         )
     };
     core::mem::forget(unwinding);
+    let (data, byte_offset) = fold_byte_offset(&desc);
     let tensor = DLTensor {
-        data: desc.data,
+        data,
         device: desc.device,
         // Checked above: ndim fits in i32.
         ndim: ndim as i32,
         dtype: desc.dtype,
         shape,
         strides,
-        byte_offset: desc.byte_offset,
+        byte_offset,
     };
     // SAFETY: `block` is a live allocation; this only computes a field address.
     let header = unsafe { ptr::addr_of_mut!((*block).prefix.header) };
@@ -452,6 +456,27 @@ pub(crate) fn export<H: Header, P: Export>(producer: P) -> Result<Fresh<H>, Refu
     }
     // SAFETY: `raw` is non-null (checked after allocating) and `header` is at offset 0.
     Ok((unsafe { NonNull::new_unchecked(header) }, desc.allocation))
+}
+
+/// The data pointer and byte offset an export writes: on a device whose pointers are addresses
+/// ([`DeviceType::has_address_pointers`](crate::DeviceType::has_address_pointers)), the data
+/// pointer of the first element and offset 0, as NumPy and PyTorch export. Some consumers
+/// mishandle a non-zero `byte_offset` (dpnp 0.20 passes it to NumPy as an `__array_interface__`
+/// key NumPy ignores, and reads the wrong elements). Elsewhere, and where the sum would not be
+/// an address, the description as it is (the import check refuses the latter).
+#[inline]
+fn fold_byte_offset(desc: &ExportDesc) -> (*mut c_void, u64) {
+    if desc.byte_offset == 0 || !desc.device.device_type.has_address_pointers() {
+        return (desc.data, desc.byte_offset);
+    }
+    match usize::try_from(desc.byte_offset)
+        .ok()
+        .filter(|&offset| desc.data.addr().checked_add(offset).is_some())
+    {
+        // Only the address changes: the pointer keeps the data's provenance.
+        Some(offset) => (desc.data.wrapping_byte_add(offset), 0),
+        None => (desc.data, desc.byte_offset),
+    }
 }
 
 /// Releases a block whose producer's `describe` is unwinding (forgotten once it returns).

@@ -437,3 +437,38 @@ def test_oneapi_stream_none_means_no_synchronisation(m):
     assert m.hook_log() == []
     with pytest.raises(ValueError):
         t.__dlpack__(max_version=(1, 0), stream=-1)
+
+
+@pytest.mark.parametrize(
+    "device, folded",
+    [((1, 0), True), ((2, 0), True), ((3, 0), True), ((13, 0), True), ((14, 0), True),
+     ((10, 0), True), ((7, 0), False)],
+    ids=["cpu", "cuda", "cuda_host", "cuda_managed", "oneapi", "rocm", "vulkan"],
+)
+@pytest.mark.parametrize(
+    "strides, byte_offset, first",
+    [(None, 16, 4), ([-1], 44, 11), ([2], 8, 2)],
+    ids=["offset", "reversed", "stepped"],
+)
+def test_an_export_puts_its_data_pointer_at_the_first_element(m, device, folded, strides, byte_offset, first):
+    """NumPy and PyTorch export byte_offset 0 with `data` at the first element, and consumers
+    that mishandle byte_offset (dpnp 0.20 on the CPU) rely on it: every device whose data
+    pointer is an address gets the same; a handle (Vulkan) keeps its offset."""
+    values = np.arange(12, dtype=np.float32)
+    t = m.from_bytes(values.tobytes(), NUMPY_DTYPES["float32"], [4], strides=strides,
+                     byte_offset=byte_offset, device=device, hooks=device != (1, 0))
+    capsule = t.__dlpack__(max_version=(1, 0))
+    mt = versioned(capsule)
+    start = mt.dl_tensor.data + mt.dl_tensor.byte_offset
+    if folded:
+        assert mt.dl_tensor.byte_offset == 0
+    else:
+        assert mt.dl_tensor.byte_offset == byte_offset
+    assert start == t.data_ptr
+    if device == (1, 0):
+        # A consumer that ignores byte_offset reads the right first element.
+        assert ctypes.c_float.from_address(mt.dl_tensor.data).value == values[first]
+        assert list(np.from_dlpack(t)) == list(values[first::(strides or [1])[0]][:4])
+    del mt, capsule, t
+    gc.collect()
+    m.hook_log()  # the device exports' hook calls, which later tests must not see

@@ -367,7 +367,7 @@ impl fmt::Display for Error {
             ),
             Error::NotHostAccessible { device } => write!(
                 f,
-                "the tensor lives on {device}, which the host cannot read without a copy; expected cpu, cuda_host, rocm_host or cuda_managed memory (or a device hook that says it is host memory)"
+                "the tensor lives on {device}, which the host cannot read without a copy; expected cpu, cuda_host, rocm_host or cuda_managed memory (or a device hook that says it is host memory); for a copy on the host, import it with dl_device=(1, 0) (the producer copies), or copy it through its device hooks (to_host_vec)"
             ),
             Error::ReadOnly => f.write_str("the tensor is read-only; mutable access refused"),
             Error::OverlappingStrides { shape, strides } => write!(

@@ -27,11 +27,11 @@ use dlpack_core::{
     Export, ExportDesc, Flags, ManagedTensor, MemoryKind, PyErrorKind, Version,
 };
 use pyo3::PyClass;
-use pyo3::exceptions::{PyOverflowError, PyTypeError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyCapsule, PyDict, PyInt, PyString, PyTuple};
+use pyo3::types::{PyBool, PyCapsule, PyDict, PyInt, PyString, PyTuple};
 
 use crate::capsule::{RawTensor, new_capsule};
 use crate::entry::Entry;
@@ -195,8 +195,8 @@ unsafe fn set_keyword_fast(
 /// Sets the keyword argument `key=value` of a `__dlpack__` call in `parsed`, with the
 /// `TypeError`s CPython raises for a Python function of the standard's signature
 /// `(self, *, stream=None, max_version=None, dl_device=None, copy=None)`, and for values of
-/// the wrong type (`max_version` and `dl_device` must be 2-tuples of ints, `stream` an int,
-/// `copy` a bool; `None` is always allowed). A pair of ints that does not fit (`max_version`:
+/// the wrong type (`max_version` and `dl_device` must be 2-tuples of ints, `stream` an int;
+/// `None` is always allowed); `copy` is read by its truth value, as NumPy reads it. A pair of ints that does not fit (`max_version`:
 /// two unsigned 32-bit ints; `dl_device`: two signed 32-bit ints) is an `OverflowError`, as
 /// CPython raises for an int argument out of a C type's range, and NumPy here.
 ///
@@ -283,9 +283,24 @@ fn set_keyword(
             })?;
             parsed.dl_device = Some(Device::new(DeviceType(device_type), id));
         }
-        _ => parsed.copy = Some(value.extract().map_err(|_| wrong_type("a bool"))?),
+        _ => parsed.copy = Some(copy_flag(value)?),
     }
     Ok(())
+}
+
+/// `copy=value` read as NumPy reads it: a string is a `ValueError`, anything else is taken by
+/// its truth value (`1` and `np.True_` are true, a one-element array is its element, and a
+/// larger array raises NumPy's own `ValueError`).
+fn copy_flag(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if let Ok(flag) = value.cast::<PyBool>() {
+        return Ok(flag.is_true());
+    }
+    if value.is_instance_of::<PyString>() {
+        return Err(PyValueError::new_err(
+            "strings are not allowed for 'copy' keyword. Use True/False/None instead.",
+        ));
+    }
+    value.is_truthy()
 }
 
 /// A `#[pyclass]` whose `__dlpack__` an [`Exporter`] serves, through [`dlpack_method`].

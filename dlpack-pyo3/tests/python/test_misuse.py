@@ -315,3 +315,30 @@ def test_the_method_called_through_the_type_checks_its_self(m):
         with pytest.raises(TypeError, match="DLPackTensor"):
             method(other, max_version=(1, 0))
     assert repr(method(f64(m), max_version=(1, 0))).startswith('<capsule object "dltensor_versioned"')
+
+
+@pytest.mark.parametrize(
+    "copy", [1, 0, 2.0, np.array(True), np.array([1, 2, 3]), "x", [], [0]],
+    ids=["1", "0", "2.0", "0-d array", "3-element array", "str", "empty list", "list"],
+)
+def test_copy_is_read_by_its_truth_value_as_numpy_reads_it(m, balanced, copy):
+    a = np.arange(4.0)
+    t = f64(m)
+    try:
+        a.__dlpack__(copy=copy)
+    except Exception as theirs:
+        with pytest.raises(type(theirs)) as ours:
+            t.__dlpack__(max_version=(1, 0), copy=copy)
+        assert type(ours.value) is type(theirs) is ValueError
+        return
+    got = m.import_report(t.__dlpack__(max_version=(1, 0), copy=copy))
+    assert got["is_copied"] is bool(copy)
+
+
+def test_a_device_tensor_the_host_cannot_read_says_how_to_get_a_host_copy(m):
+    t = m.from_bytes(bytes(8), NUMPY_DTYPES["float32"], [2], device=(14, 0), hooks=True)
+    with pytest.raises(BufferError, match=r"oneapi:0.*dl_device=\(1, 0\)"):
+        m.import_values(t)
+    # As the message says: the producer copies to the host.
+    assert m.import_safe_report(t, dl_device=(1, 0))["device"] == (1, 0)
+    m.hook_log()

@@ -335,12 +335,18 @@ fn plain<'py, T: IntoPyObject<'py> + Copy>(py: Python<'py>, v: &T) -> PyResult<B
         .map_err(Into::into)
 }
 
-/// Imports `obj` the safe way and reads every element through a typed view, in row-major
-/// order: ints, floats (float16 and bfloat16 widened), bools and complex numbers.
+/// Imports `obj` the safe way (with a `dl_device` / `copy` request, if given) and reads every
+/// element through a typed view, in row-major order: ints, floats (float16 and bfloat16
+/// widened), bools and complex numbers.
 #[pyfunction]
-fn import_values<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
+#[pyo3(signature = (obj, *, dl_device=None, copy=None))]
+fn import_values<'py>(
+    obj: &Bound<'py, PyAny>,
+    dl_device: Option<(i32, i32)>,
+    copy: Option<bool>,
+) -> PyResult<Bound<'py, PyList>> {
     let py = obj.py();
-    let t = dlpack_pyo3::from_dlpack(obj)?;
+    let t = dlpack_pyo3::from_dlpack_with(obj, &options(dl_device, copy, None))?;
     let complex = |py, re: f64, im: f64| Ok(PyComplex::from_doubles(py, re, im).into_any());
     match t.dtype() {
         // Python may write the memory of an import, so bools are read from a checked copy.

@@ -26,13 +26,17 @@
 //!
 //! - a pinned or managed tensor from the table is deleted and taken again through `__dlpack__`,
 //!   which serves a stream for those too;
-//! - a subclass that overrides `__dlpack__` is asked through its override;
+//! - a subclass that overrides `__dlpack__` or `__torch_function__` is asked through
+//!   `__dlpack__`, and so is any PyTorch tensor while a `TorchFunctionMode` is active;
 //! - a PyTorch tensor that requires grad or has its conjugate bit set is asked through
 //!   `__dlpack__`, which refuses it: PyTorch's table exports such a tensor as if no flag were
-//!   set.
+//!   set;
+//! - when the table's function fails (PyTorch's, for a sparse tensor), `__dlpack__` is asked,
+//!   and its answer stands.
 //!
-//! A PyTorch tensor with its negative bit set is refused (`BufferError`): its memory holds the
-//! values negated, and neither PyTorch's table nor its `__dlpack__` says so.
+//! A PyTorch tensor with its negative bit set is refused (`BufferError`) on either route, before
+//! anything is exported: its memory holds the values negated, and neither PyTorch's table nor
+//! its `__dlpack__` says so.
 //!
 //! Out to Python, a Rust CUDA tensor is a [`DLPackTensor`] with the hooks attached
 //! ([`DLPackTensor::with_hooks`]): its `__dlpack__(stream=s)` then records an event on the
@@ -121,9 +125,9 @@ use crate::{ImportOptions, from_dlpack_with, from_dlpack_writable, to_py_err};
 /// Those of [`crate::from_dlpack`], and an exception for a `__dlpack_device__` that fails or
 /// answers with something other than a pair of `int`s; `BufferError` for a tensor that is not
 /// on a CUDA device type (`kDLCUDA`, `kDLCUDAHost`, `kDLCUDAManaged`), whose claim the driver
-/// contradicts (it is deleted then), or when a driver call fails. Through a C exchange API
-/// table: the exception its function set (a `SystemError` if it set none), and `BufferError`
-/// for a PyTorch tensor with its negative bit set (see the [module](self) docs).
+/// contradicts (it is deleted then), or when a driver call fails; `BufferError` for a PyTorch
+/// tensor with its negative bit set (see the [module](self) docs). Through a C exchange API
+/// table: the exception its `current_work_stream` set (a `SystemError` if it set none).
 pub fn from_dlpack_cuda(obj: &Bound<'_, PyAny>, hooks: &CudaHooks) -> PyResult<CudaImport> {
     // SAFETY: read-only.
     if let Some(import) = unsafe { through_exchange_api(obj, hooks, false) }? {
@@ -164,10 +168,12 @@ pub unsafe fn from_dlpack_cuda_writable(
 /// PyTorch's): the tensor is taken without synchronisation
 /// (`managed_tensor_from_py_object_no_sync`), its device claim checked, and the hooks' stream
 /// for its device made to wait for the producer's current work stream (`current_work_stream`,
-/// [`CudaHooks::wait_for_stream`]). `None` when the type has no usable table, or when the tensor
-/// is pinned or managed memory: it is deleted, and the caller takes the `__dlpack__` route,
-/// where the producer serves a stream for those too. A tensor of a device type that is not
-/// CUDA's is refused as [`CudaImport::new`] refuses it.
+/// [`CudaHooks::wait_for_stream`]). `None` when the type has no usable table for `obj`
+/// ([`crate::exchange::table_for`]), when the table's function fails, or when the tensor is
+/// pinned or managed memory: it is deleted, and the caller takes the `__dlpack__` route, where
+/// the producer serves a stream for those too (and the importer refuses a PyTorch tensor with
+/// its negative bit set there as well). A tensor of a device type that is not CUDA's is refused
+/// as [`CudaImport::new`] refuses it.
 ///
 /// # Safety
 /// With `writable`, the caller makes [`from_dlpack_writable`]'s promise.
@@ -182,7 +188,9 @@ unsafe fn through_exchange_api(
     let Some(current_work_stream) = api.current_work_stream else {
         return Ok(None);
     };
-    let raw = crate::exchange::export_through(obj, api)?;
+    let Some(raw) = crate::exchange::export_through(obj, api)? else {
+        return Ok(None);
+    };
     // SAFETY: the exchange API handed us an owned, well-formed versioned tensor; writability as
     // the caller promised.
     let tensor = unsafe { raw.into_managed(writable) }?;

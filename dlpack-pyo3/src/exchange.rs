@@ -32,14 +32,22 @@
 //! gives:
 //!
 //! - for a subclass that overrides `__dlpack__` below the class offering the table (the table
-//!   knows nothing of the override);
+//!   knows nothing of the override), or `__torch_function__` (PyTorch's `Tensor.__dlpack__`
+//!   hands itself to it first);
+//! - while a PyTorch `TorchFunctionMode` is active, which `Tensor.__dlpack__` hands itself to
+//!   first too (one call of `torch._C._is_torch_function_mode_enabled()` per import);
 //! - for an object with one of PyTorch's tensor flags set (`requires_grad`, `is_conj()`): PyTorch
 //!   2.11's table exports such a tensor as if no flag were set (a conjugate view with the values
-//!   unconjugated), where its `__dlpack__` refuses it.
+//!   unconjugated), where its `__dlpack__` refuses it;
+//! - when the table's function fails: PyTorch 2.11's fails with its C++ converter's
+//!   `RuntimeError` for a sparse, quantized or nested tensor, which its `__dlpack__` refuses with
+//!   a `BufferError`.
 //!
-//! A PyTorch tensor with its negative bit set (`is_neg()`) is refused with a `BufferError`: its
-//! memory holds the values negated, and both PyTorch's table and its `__dlpack__` export it
-//! without saying so (PyTorch's own `torch.from_dlpack` of one gives the values negated).
+//! A PyTorch tensor with its negative bit set (`is_neg()`) is refused with a `BufferError`, on
+//! every route: its memory holds the values negated, and both PyTorch's table and its
+//! `__dlpack__` export it without saying so (PyTorch's own `torch.from_dlpack` of one gives the
+//! values negated). The one exception is an import with `copy=True` from a producer that takes
+//! the keyword ([`crate::from_dlpack_with`]): PyTorch's copy holds the values themselves.
 
 use core::ffi::{CStr, c_int, c_void};
 use core::ptr::{self, NonNull};
@@ -53,9 +61,10 @@ use dlpack_core::ffi::{
 use dlpack_core::{
     CheckedTensor, Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind, Version,
 };
-use pyo3::exceptions::{PyBufferError, PySystemError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyException, PySystemError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyString, PyType, PyWeakrefMethods, PyWeakrefReference};
 
 use crate::DLPackTensor;
@@ -430,7 +439,7 @@ struct Seen {
     type_ref: Py<PyWeakrefReference>,
     /// The address of the table the consumer may use (0: none).
     api_address: usize,
-    /// Whether instances are asked about PyTorch's tensor flags ([`TypeTable::tensor_flags`]).
+    /// Whether instances are asked about PyTorch's tensor flags ([`TypeFacts::tensor_flags`]).
     tensor_flags: bool,
 }
 
@@ -439,64 +448,127 @@ static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
 /// How many types [`SEEN`] remembers; later ones are looked up every time.
 const SEEN_CAPACITY: usize = 32;
 
-/// What a consumer may use of a type: its C exchange API table, and whether its instances
-/// carry PyTorch's tensor flags.
+/// What a consumer may use of a type ([`type_facts`]): its C exchange API table, and whether
+/// its instances carry PyTorch's tensor flags.
 #[derive(Clone, Copy)]
-pub(crate) struct TypeTable {
-    api: &'static DLPackExchangeAPI,
+struct TypeFacts {
+    /// The type's table, unless the type overrides `__dlpack__` or `__torch_function__` below
+    /// the class that offers it ([`served_by_the_table_class`]).
+    api: Option<&'static DLPackExchangeAPI>,
     /// The type has `requires_grad`, `is_conj` and `is_neg` (PyTorch's `Tensor` does): state
     /// that its `__dlpack__` refuses or resolves, and that its table (in PyTorch 2.11) ignores,
-    /// exporting the data as if none were set. [`table_for`] asks each instance.
+    /// exporting the data as if none were set. [`table_for`] and [`has_negative_bit`] ask each
+    /// instance.
     tensor_flags: bool,
 }
 
-/// The C exchange API the consumer may use for `obj`: its type's table ([`type_api`]), unless
-/// `obj` has one of PyTorch's tensor flags set that the table would ignore.
+/// The C exchange API the consumer may use for `obj` (for an import with no `dl_device`,
+/// `copy` or `stream`): its type's table ([`type_facts`]), unless `obj` has one of PyTorch's
+/// tensor flags set that the table would ignore, or a PyTorch `TorchFunctionMode` is active.
 ///
-/// - `requires_grad` or the conjugate bit: `None`, which sends the consumer to `__dlpack__`,
-///   whose refusal then stands.
-/// - The negative bit: a `BufferError`. The tensor's memory holds its values negated, and
-///   PyTorch's `__dlpack__` (2.11) exports it without saying so, as its table does: PyTorch's
-///   own `torch.from_dlpack` of such a view gives the values negated (seen on an H200).
+/// - The negative bit: a `BufferError`, whether the type has a table or not
+///   ([`negative_bit_refusal`]).
+/// - `requires_grad` or the conjugate bit, or an active `TorchFunctionMode`
+///   ([`torch_function_mode_active`]): `None`, which sends the consumer to `__dlpack__`, whose
+///   answer (PyTorch's refusal, or the mode's) then stands.
 ///
 /// A flag that cannot be read sends the consumer to `__dlpack__`.
+///
+/// # Errors
+///
+/// `BufferError` for a PyTorch tensor with its negative bit set.
 pub(crate) fn table_for(obj: &Bound<'_, PyAny>) -> PyResult<Option<&'static DLPackExchangeAPI>> {
-    let Some(table) = type_api(obj) else {
+    let facts = type_facts(obj);
+    if !facts.tensor_flags {
+        return Ok(facts.api);
+    }
+    match negative_bit(obj) {
+        Some(false) => {}
+        Some(true) => return Err(negative_bit_refusal()),
+        None => return Ok(None),
+    }
+    let Some(api) = facts.api else {
         return Ok(None);
     };
-    if !table.tensor_flags {
-        return Ok(Some(table.api));
-    }
     let py = obj.py();
-    let set = |value: PyResult<Bound<'_, PyAny>>| value.and_then(|v| v.is_truthy());
-    match set(obj.call_method0(intern!(py, "is_neg"))) {
-        Ok(false) => {}
-        Ok(true) => return Err(PyBufferError::new_err(NEGATIVE_BIT)),
-        Err(_) => return Ok(None),
-    }
-    let flagged = |value| set(value).unwrap_or(true);
-    if flagged(obj.getattr(intern!(py, "requires_grad")))
-        || flagged(obj.call_method0(intern!(py, "is_conj")))
+    let flagged = |value: PyResult<Bound<'_, PyAny>>| value.and_then(|v| v.is_truthy());
+    if torch_function_mode_active(py)
+        || flagged(obj.getattr(intern!(py, "requires_grad"))).unwrap_or(true)
+        || flagged(obj.call_method0(intern!(py, "is_conj"))).unwrap_or(true)
     {
         return Ok(None);
     }
-    Ok(Some(table.api))
+    Ok(Some(api))
 }
 
-/// Why a PyTorch tensor with its negative bit set is refused ([`table_for`]).
-const NEGATIVE_BIT: &str = "a PyTorch tensor with its negative bit set (is_neg()) cannot be \
-    imported as is: its memory holds its values negated, and PyTorch's DLPack export does not say \
-    so; expected a tensor without it: call .resolve_neg() first";
+/// Whether `obj` is a PyTorch tensor with its negative bit set (`is_neg()`): false for an
+/// object whose type lacks PyTorch's tensor flags, and for one whose `is_neg()` fails. For the
+/// imports that call `__dlpack__` with a `dl_device`, `copy` or `stream` ([`table_for`] asks
+/// for the others).
+pub(crate) fn has_negative_bit(obj: &Bound<'_, PyAny>) -> bool {
+    type_facts(obj).tensor_flags && negative_bit(obj) == Some(true)
+}
 
-/// The C exchange API that `obj`'s type offers, for the consumer: a capsule named
+/// `obj.is_neg()`, or `None` when it fails.
+fn negative_bit(obj: &Bound<'_, PyAny>) -> Option<bool> {
+    obj.call_method0(intern!(obj.py(), "is_neg"))
+        .and_then(|v| v.is_truthy())
+        .ok()
+}
+
+/// The refusal of a PyTorch tensor with its negative bit set: a `BufferError`. The tensor's
+/// memory holds its values negated, and PyTorch's table and its `__dlpack__` (2.11) export
+/// that memory without saying so: PyTorch's own `torch.from_dlpack` of such a view gives the
+/// values negated.
+pub(crate) fn negative_bit_refusal() -> PyErr {
+    PyBufferError::new_err(
+        "a PyTorch tensor with its negative bit set (is_neg()) cannot be imported as is: its \
+         memory holds its values negated, and PyTorch's DLPack export does not say so; expected \
+         a tensor without it: call .resolve_neg() first",
+    )
+}
+
+/// `torch._C._is_torch_function_mode_enabled`, found once PyTorch is loaded.
+static MODE_QUERY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Whether a PyTorch `TorchFunctionMode` is active (`torch._C._is_torch_function_mode_enabled()`,
+/// one call of a C function): PyTorch's `Tensor.__dlpack__` hands itself to the mode first,
+/// which may refuse, or export another tensor, and the table knows nothing of the mode.
+/// `with torch.device(...)` and `torch.set_default_device` are such modes too. True when the
+/// call fails; false while PyTorch is not loaded (no mode can be active then) or has no such
+/// function.
+fn torch_function_mode_active(py: Python<'_>) -> bool {
+    let query = MODE_QUERY.get_or_try_init(py, || {
+        torch_c(py)?
+            .getattr(intern!(py, "_is_torch_function_mode_enabled"))
+            .map(Bound::unbind)
+    });
+    match query {
+        Ok(query) => query
+            .bind(py)
+            .call0()
+            .and_then(|v| v.is_truthy())
+            .unwrap_or(true),
+        Err(_) => false,
+    }
+}
+
+/// PyTorch's `torch._C` module if it is loaded (`sys.modules`); never imports it.
+fn torch_c(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    py.import(intern!(py, "sys"))?
+        .getattr(intern!(py, "modules"))?
+        .get_item(intern!(py, "torch._C"))
+}
+
+/// What the consumer may use of `obj`'s type: the C exchange API it offers — a capsule named
 /// `"dlpack_exchange_api"` whose table has DLPack major version 1 and the function consumers
-/// need ([`lookup`]), on a type that does not override `__dlpack__` below the class that offers
-/// the table ([`dlpack_of_the_table_class`]). `None` otherwise, and then the consumer uses
-/// `__dlpack__`.
+/// need ([`lookup`]), on a type that does not override `__dlpack__` or `__torch_function__`
+/// below the class that offers the table ([`served_by_the_table_class`]), or none, and then the
+/// consumer uses `__dlpack__` — and whether it has PyTorch's tensor flags.
 ///
 /// The answer is remembered per type (for up to 32 live types), so a type that gains or loses
-/// the attribute later is not seen to.
-pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<TypeTable> {
+/// an attribute later is not seen to.
+fn type_facts(obj: &Bound<'_, PyAny>) -> TypeFacts {
     let ty = obj.get_type();
     let type_address = ty.as_ptr().addr();
     if let Ok(seen) = SEEN.lock()
@@ -508,19 +580,17 @@ pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<TypeTable> {
             .is_some_and(|live| live.is(&ty))
     {
         let address = entry.api_address;
-        return (address != 0).then(|| TypeTable {
+        return TypeFacts {
             // SAFETY: a nonzero address was read from a valid table capsule below; the API
             // requires the table to live as long as the process, unmodified.
-            api: unsafe { &*(address as *const DLPackExchangeAPI) },
+            api: (address != 0).then(|| unsafe { &*(address as *const DLPackExchangeAPI) }),
             tensor_flags: entry.tensor_flags,
-        });
+        };
     }
-    let table = lookup(&ty)
-        .filter(|_| dlpack_of_the_table_class(&ty))
-        .map(|api| TypeTable {
-            api,
-            tensor_flags: has_tensor_flags(&ty),
-        });
+    let facts = TypeFacts {
+        api: lookup(&ty).filter(|_| served_by_the_table_class(&ty)),
+        tensor_flags: has_tensor_flags(&ty),
+    };
     if let Ok(type_ref) = PyWeakrefReference::new(&ty)
         && let Ok(mut seen) = SEEN.lock()
     {
@@ -531,20 +601,27 @@ pub(crate) fn type_api(obj: &Bound<'_, PyAny>) -> Option<TypeTable> {
             seen.push(Seen {
                 type_address,
                 type_ref: type_ref.unbind(),
-                api_address: table.map_or(0, |t| ptr::from_ref(t.api).addr()),
-                tensor_flags: table.is_some_and(|t| t.tensor_flags),
+                api_address: facts.api.map_or(0, |api| ptr::from_ref(api).addr()),
+                tensor_flags: facts.tensor_flags,
             });
         }
     }
-    table
+    facts
 }
 
-/// Whether `ty`'s `__dlpack__` is the one of the class that offers its table (or of a base of
-/// that class): a subclass that overrides `__dlpack__` (to refuse, to log, or to export
-/// otherwise) is asked through it, not served by its base's table, which knows nothing of the
-/// override. Found by walking `ty.__mro__` for the first class whose own `__dict__` holds either
-/// name; a failure to read them counts as an override.
-fn dlpack_of_the_table_class(ty: &Bound<'_, PyType>) -> bool {
+/// Whether the table of `ty` gives what its `__dlpack__` gives, as far as the class
+/// dictionaries tell: false for a subclass that overrides, below the class that offers the
+/// table (or a base of that class),
+///
+/// - `__dlpack__` (to refuse, to log, or to export otherwise): the table knows nothing of the
+///   override;
+/// - `__torch_function__`: PyTorch's `Tensor.__dlpack__` hands itself to it first, where the
+///   subclass may refuse, or export another tensor. PyTorch's `_disabled_torch_function_impl`
+///   (`torch.nn.Parameter`'s), which turns it off, is no override.
+///
+/// Found by walking `ty.__mro__` for the first class whose own `__dict__` holds one of the
+/// names; a failure to read them counts as an override.
+fn served_by_the_table_class(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
     let Ok(mro) = ty.getattr(intern!(py, "__mro__")) else {
         return false;
@@ -563,11 +640,24 @@ fn dlpack_of_the_table_class(ty: &Bound<'_, PyType>) -> bool {
         if holds(intern!(py, "__dlpack__")) {
             return false;
         }
+        if let Ok(torch_function) = namespace.get_item(intern!(py, "__torch_function__"))
+            && !is_disabled_torch_function(&torch_function)
+        {
+            return false;
+        }
     }
     false
 }
 
-/// Whether instances of `ty` have PyTorch's tensor flags ([`TypeTable::tensor_flags`]).
+/// Whether `value` is PyTorch's `torch._C._disabled_torch_function_impl`.
+fn is_disabled_torch_function(value: &Bound<'_, PyAny>) -> bool {
+    let py = value.py();
+    torch_c(py)
+        .and_then(|c| c.getattr(intern!(py, "_disabled_torch_function_impl")))
+        .is_ok_and(|disabled| disabled.is(value))
+}
+
+/// Whether instances of `ty` have PyTorch's tensor flags ([`TypeFacts::tensor_flags`]).
 fn has_tensor_flags(ty: &Bound<'_, PyType>) -> bool {
     let py = ty.py();
     [
@@ -597,28 +687,42 @@ fn lookup(ty: &Bound<'_, PyType>) -> Option<&'static DLPackExchangeAPI> {
 
 /// Exports `obj` through its type's table (`managed_tensor_from_py_object_no_sync`). The caller
 /// owns the result.
+///
+/// `None` when the function fails with an `Exception` set, or with none: the exception is
+/// dropped, and the caller asks `__dlpack__`, whose answer stands. The table is a faster way
+/// to what `__dlpack__` gives, and where the two differ on a refusal, `__dlpack__` is the
+/// protocol: PyTorch's table (2.11) fails with its C++ converter's `RuntimeError` where its
+/// `__dlpack__` raises `BufferError` (a sparse, quantized or nested tensor).
+///
+/// # Errors
+///
+/// An exception that is not an `Exception` (`KeyboardInterrupt`), and `BufferError` for a
+/// function that succeeded without a tensor.
 pub(crate) fn export_through(
     obj: &Bound<'_, PyAny>,
     api: &'static DLPackExchangeAPI,
-) -> PyResult<RawTensor> {
+) -> PyResult<Option<RawTensor>> {
     let py = obj.py();
     let Some(export) = api.managed_tensor_from_py_object_no_sync else {
-        return Err(PyBufferError::new_err(
-            "the DLPack exchange API has no managed_tensor_from_py_object_no_sync",
-        ));
+        return Ok(None);
     };
     let mut out: *mut DLManagedTensorVersioned = ptr::null_mut();
     // SAFETY: the function comes from the table of `obj`'s own type, which the API makes
     // callable with any instance of it while attached (we are); `out` is a valid out-pointer.
     let status = unsafe { export(obj.as_ptr().cast(), &mut out) };
     if status != 0 {
-        return Err(failed(py, "managed_tensor_from_py_object_no_sync"));
+        return match PyErr::take(py) {
+            Some(err) if !err.is_instance_of::<PyException>(py) => Err(err),
+            _ => Ok(None),
+        };
     }
-    NonNull::new(out).map(RawTensor::Versioned).ok_or_else(|| {
-        PyBufferError::new_err(
-            "managed_tensor_from_py_object_no_sync succeeded but returned a NULL tensor",
-        )
-    })
+    NonNull::new(out)
+        .map(|tensor| Some(RawTensor::Versioned(tensor)))
+        .ok_or_else(|| {
+            PyBufferError::new_err(
+                "managed_tensor_from_py_object_no_sync succeeded but returned a NULL tensor",
+            )
+        })
 }
 
 /// The exception a table function that returned -1 set, or a `SystemError` naming it if it set

@@ -8,11 +8,20 @@
 //!    exported through it, skipping the Python-level call, when no `dl_device`, `copy` or
 //!    `stream` is asked and the tensor is on the CPU (the C API never synchronises streams, so
 //!    a device tensor goes the `__dlpack__` way, where the producer does, and a `stream` is
-//!    always passed to the producer's `__dlpack__`);
+//!    always passed to the producer's `__dlpack__`), and when the table gives what `__dlpack__`
+//!    would (not for a subclass that overrides `__dlpack__` or `__torch_function__`, while a
+//!    PyTorch `TorchFunctionMode` is active, for a PyTorch tensor that requires grad or has its
+//!    conjugate bit set, or when the table's function fails: see the `exchange` module);
 //! 3. otherwise `x.__dlpack__(max_version=(1, 3), ...)` is called, and on `TypeError` (a producer
 //!    older than the keywords) `x.__dlpack__()` (with `stream` alone if one was given); a
 //!    `dl_device` or `copy` request that such a producer could not see is then served here, as
 //!    dlpack-core's [`plan_export`] says, when the host can do it.
+//!
+//! A PyTorch tensor with its negative bit set (`is_neg()`) is refused with a `BufferError` on
+//! every route, before anything is exported: its memory holds the values negated, and PyTorch's
+//! exports (its table and its `__dlpack__`) hand that memory over as is. The exception is
+//! `copy=True` to a producer that takes the keyword: PyTorch's copy holds the values. (A bare
+//! capsule of such a view says nothing of the bit: it is taken as it is.)
 //!
 //! A capsule's tensor is validated, and checked against the request, before the capsule is
 //! renamed: a capsule refused here is left as it was (its destructor deletes the tensor, or
@@ -121,10 +130,10 @@ pub struct ImportOptions {
 /// is not a DLPack capsule; `ValueError` for a capsule already consumed; `BufferError` for a
 /// tensor that fails dlpack-core's validation. A refused capsule keeps its name and its tensor,
 /// which its destructor deletes (or another consumer takes), except a versioned tensor of
-/// another major version, which is deleted, as DLPack requires. Through the C exchange API
-/// table of the object's type (`__dlpack_c_exchange_api__`): the exception its function set (a
-/// `SystemError` if it set none), and `BufferError` for a PyTorch tensor with its negative bit
-/// set (its memory holds the values negated, and PyTorch's exports do not say so).
+/// another major version, which is deleted, as DLPack requires. `BufferError` for a PyTorch
+/// tensor with its negative bit set (its memory holds the values negated, and PyTorch's exports
+/// do not say so). A C exchange API table (`__dlpack_c_exchange_api__`) whose function fails
+/// sends the import to `__dlpack__`, whose answer stands.
 pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
     from_dlpack_with(obj, &ImportOptions::default())
 }
@@ -136,7 +145,9 @@ pub fn from_dlpack(obj: &Bound<'_, PyAny>) -> PyResult<ManagedTensor> {
 /// Those of [`from_dlpack`], and `BufferError` for a `dl_device` / `copy` request that cannot be
 /// served, `MemoryError` for a local copy that memory cannot hold, `DLPackStreamError` (a
 /// `ValueError` and a `RuntimeError`) for a `stream` with a tensor received on the CPU. A
-/// capsule refused for any of them is left as it was.
+/// capsule refused for any of them is left as it was. A PyTorch tensor with its negative bit
+/// set is refused with any request but `copy=True`, and with that too when the producer did not
+/// take the keyword (its capsule is left to its destructor).
 pub fn from_dlpack_with(
     obj: &Bound<'_, PyAny>,
     options: &ImportOptions,
@@ -198,6 +209,9 @@ unsafe fn import(
     // The routes without a `__dlpack__` call serve no request: a `dl_device` or `copy` needs
     // the producer, and so does a `stream` (for a device tensor the producer orders its work
     // on it; for a CPU tensor it refuses it, with its own exception).
+    // A PyTorch tensor with its negative bit set is refused on every route (`table_for` does for
+    // a plain import), unless a producer that takes `copy=True` copies its values.
+    let mut negative = false;
     if plain {
         if let Ok(ours) = obj.cast_exact::<DLPackTensor>() {
             // This crate's own type: what its exchange table would hand out, without the C
@@ -210,8 +224,9 @@ unsafe fn import(
                 // the caller promised.
                 return unsafe { raw.into_managed(writable) };
             }
-        } else if let Some(api) = crate::exchange::table_for(obj)? {
-            let raw = crate::exchange::export_through(obj, api)?;
+        } else if let Some(api) = crate::exchange::table_for(obj)?
+            && let Some(raw) = crate::exchange::export_through(obj, api)?
+        {
             // SAFETY: the exchange API handed us an owned, well-formed versioned tensor;
             // writability as the caller promised.
             let tensor = unsafe { raw.into_managed(writable) }?;
@@ -222,6 +237,11 @@ unsafe fn import(
             // producer is.
             drop(tensor);
         }
+    } else if crate::exchange::has_negative_bit(obj) {
+        if options.copy != Some(true) {
+            return Err(crate::exchange::negative_bit_refusal());
+        }
+        negative = true;
     }
     let (capsule, keywords_seen) = match vectorcall_method() {
         Some(call) if plain => call_dlpack_fast(obj, call)?,
@@ -232,6 +252,11 @@ unsafe fn import(
             call_dlpack(&method, options)?
         }
     };
+    if negative && !keywords_seen {
+        // The producer never saw `copy=True`: its capsule (left to its destructor) shares the
+        // negated memory.
+        return Err(crate::exchange::negative_bit_refusal());
+    }
     if plain {
         // SAFETY: as for a bare capsule.
         return unsafe { import_capsule(&capsule, writable, |_| Ok(())) };

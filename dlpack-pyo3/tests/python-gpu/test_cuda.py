@@ -100,6 +100,63 @@ def test_torch_tensors_the_table_would_misdescribe_go_through_dlpack(m, torch, m
         m.cuda_import_report(torch.ones(3, device="cuda").as_subclass(Refusing))
 
 
+@pytest.mark.parametrize("memory", ["device", "pinned"])
+def test_a_negative_bit_view_is_refused_before_any_export(m, torch, monkeypatch, memory):
+    """On the table's route and the `__dlpack__` route it falls back to for pinned memory
+    alike: neither export is asked for."""
+    called = []
+    original = torch.Tensor.__dlpack__
+
+    def counting(self, *args, **kwargs):
+        called.append(type(self).__name__)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "__dlpack__", counting)
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    z = z.cuda() if memory == "device" else z.pin_memory()
+    negated = z.conj().imag
+    assert negated.is_neg()
+    with pytest.raises(BufferError, match="negative bit"):
+        m.cuda_import_report(negated)
+    assert called == []
+
+
+def test_a_refusal_in_torch_function_stands_for_a_cuda_tensor(m, torch):
+    """PyTorch's `Tensor.__dlpack__` hands itself to a subclass's `__torch_function__`, and to
+    an active TorchFunctionMode, first; its table does not, so the importer skips it then."""
+
+    class Refusing(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.__dlpack__:
+                raise BufferError("Refusing refuses __dlpack__")
+            return super().__torch_function__(func, types, args, kwargs)
+
+    class RefusingMode(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.Tensor.__dlpack__:
+                raise BufferError("the mode refuses __dlpack__")
+            return func(*args, **(kwargs or {}))
+
+    t = torch.arange(3.0, device="cuda")
+    with pytest.raises(BufferError, match="Refusing refuses"):
+        m.cuda_import_report(t.as_subclass(Refusing))
+    with RefusingMode():
+        with pytest.raises(BufferError, match="the mode refuses"):
+            m.cuda_import_report(t)
+    assert m.cuda_import_report(t)["values"] == [0.0, 1.0, 2.0]
+
+
+def test_a_sparse_cuda_tensor_is_refused_as_pytorch_refuses_it(m, torch):
+    """PyTorch's table fails with its C++ converter's RuntimeError; its `__dlpack__`, asked
+    then, refuses with a BufferError, as `torch.from_dlpack` does."""
+    sparse = torch.eye(3, device="cuda").to_sparse()
+    with pytest.raises(BufferError, match="layout other than torch.strided"):
+        torch.from_dlpack(sparse)
+    with pytest.raises(BufferError, match="layout other than torch.strided"):
+        m.cuda_import_report(sparse)
+
+
 def test_a_transposed_torch_tensor_keeps_its_strides(m, torch):
     t = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4).T
     r = m.cuda_import_report(t)

@@ -122,6 +122,43 @@ class FlaggedProducer(Producer):
         return self.flag == "neg"
 
 
+class FlaggedWithoutTable:
+    """A tensor with PyTorch's tensor flags whose type offers no table, as a PyTorch without
+    the C exchange API (before 2.10), or a subclass that overrides `__dlpack__`: imported
+    through `__dlpack__` alone."""
+
+    def __init__(self, inner, flag=None):
+        self.inner = inner
+        self.flag = flag
+        self.protocol_calls = 0
+
+    def __dlpack_device__(self):
+        self.protocol_calls += 1
+        return self.inner.__dlpack_device__()
+
+    def __dlpack__(self, **kwargs):
+        self.protocol_calls += 1
+        return self.inner.__dlpack__(**kwargs)
+
+    requires_grad = False
+
+    def is_conj(self):
+        return False
+
+    def is_neg(self):
+        return self.flag == "neg"
+
+
+class TorchFunctionOverriding(FlaggedProducer):
+    """A subclass that overrides `__torch_function__`, which PyTorch's `Tensor.__dlpack__`
+    hands itself to first (to refuse, say), and which the table knows nothing of. (This
+    stand-in's `__dlpack__` does not call it; the PyTorch tests show a refusal.)"""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
 class Overriding(Producer):
     """A subclass that overrides `__dlpack__`, which its base's table knows nothing of."""
 
@@ -192,12 +229,16 @@ def test_a_failing_current_work_stream_is_an_error_and_the_tensor_is_deleted(m):
     assert (producer.exchange_exports, producer.protocol_calls) == (1, 0)
 
 
-def test_a_failing_export_without_an_exception_is_an_error_not_a_panic(m):
-    producer = Producer(m.cuda_f32(VALUES, [12])[0])
+def test_a_failing_export_sends_the_import_through_dlpack(m):
+    """A table whose function fails (here with -1 and no exception; PyTorch's raises its C++
+    converter's RuntimeError for a sparse tensor): `__dlpack__` is asked, and its answer
+    stands."""
+    inner, address = m.cuda_f32(VALUES, [12])
+    producer = Producer(inner)
     STATE["export_fails"] = True
-    with pytest.raises(SystemError, match="managed_tensor_from_py_object_no_sync failed"):
-        m.cuda_import_report(producer)
-    assert (producer.exchange_exports, producer.protocol_calls) == (0, 0)
+    r = m.cuda_import_report(producer)
+    assert (producer.exchange_exports, producer.protocol_calls) == (0, 2)
+    assert (r["data_ptr"], r["values"]) == (address, VALUES)
 
 
 @pytest.mark.parametrize("flag", ["requires_grad", "conj"])
@@ -213,13 +254,36 @@ def test_a_tensor_flag_the_table_ignores_sends_the_import_through_dlpack(m, flag
     assert (unflagged.exchange_exports, unflagged.protocol_calls) == (1, 0)
 
 
-def test_the_negative_bit_is_refused_on_either_route(m):
-    """PyTorch exports a negative-bit view's memory (its values negated) without saying so,
-    through its table and its `__dlpack__` alike."""
-    producer = FlaggedProducer(m.cuda_f32(VALUES, [12])[0], "neg")
+def _pinned(m):
+    """Host memory claimed as pinned (kDLCUDAHost), which a producer without CUDA hooks cannot
+    serve a stream for: it refuses `__dlpack__(stream=...)`."""
+    return m.from_bytes(bytes(48), (2, 32, 1), [12], device=(3, 0))
+
+
+@pytest.mark.parametrize("memory", ["device", "pinned"])
+@pytest.mark.parametrize("kind", [FlaggedProducer, FlaggedWithoutTable])
+def test_the_negative_bit_is_refused_before_any_export_with_or_without_a_table(m, kind, memory):
+    """On every route of the CUDA importer: the table's, and the `__dlpack__` route it falls
+    back to (a type without a table, pinned or managed memory). Neither export is asked for."""
+    inner = m.cuda_f32(VALUES, [12])[0] if memory == "device" else _pinned(m)
+    producer = kind(inner, "neg")
     with pytest.raises(BufferError, match=r"negative bit set \(is_neg\(\)\).*resolve_neg"):
         m.cuda_import_report(producer)
-    assert (producer.exchange_exports, producer.protocol_calls) == (0, 0)
+    assert producer.protocol_calls == 0
+    assert getattr(producer, "exchange_exports", 0) == 0
+    # Without the bit, the `__dlpack__` route serves the same type.
+    if kind is FlaggedWithoutTable and memory == "device":
+        unflagged = kind(inner)
+        assert m.cuda_import_report(unflagged)["values"] == VALUES
+        assert unflagged.protocol_calls == 2
+
+
+def test_a_subclass_overriding_torch_function_is_asked_through_dlpack(m):
+    inner, address = m.cuda_f32(VALUES, [12])
+    producer = TorchFunctionOverriding(inner)
+    r = m.cuda_import_report(producer)
+    assert (producer.exchange_exports, producer.protocol_calls) == (0, 2)
+    assert (r["data_ptr"], r["values"]) == (address, VALUES)
 
 
 def test_a_subclass_overriding_dlpack_is_asked_through_its_override(m):

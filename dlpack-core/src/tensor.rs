@@ -371,6 +371,27 @@ impl CheckedTensor {
         self.externally_writable
     }
 
+    /// Whether the memory may be handed to Rust code as owned values ([`ManagedTensor::reclaim`],
+    /// [`ManagedTensor::into_vec`]): no one outside Rust may still write it, and a `bool`
+    /// tensor holds only 0s and 1s (a consumer of a writable export may have written others).
+    fn can_be_owned(&self) -> bool {
+        if self.externally_writable {
+            return false;
+        }
+        if self.dtype() != DataType::BOOL || !self.host_accessible {
+            return true;
+        }
+        match self.typed_base::<bool>() {
+            // SAFETY: as for `view`; the view checks every element's byte and is dropped at
+            // once.
+            Ok(base) => unsafe {
+                TensorView::<bool>::new(base, self.shape(), self.strides(), self.elements)
+            }
+            .is_ok(),
+            Err(_) => false,
+        }
+    }
+
     /// A typed read-only view.
     ///
     /// # Errors
@@ -614,6 +635,9 @@ impl CheckedTensor {
     ) -> Result<TensorViewMut<'_, T>, Error> {
         self.check_writable(header)?;
         let base = self.typed_base::<T>()?.cast_mut();
+        if !T::ANY_BIT_PATTERN && self.externally_writable {
+            return Err(Error::ExternallyWritable { dtype: T::DTYPE });
+        }
         // SAFETY: as for `view`, plus: the tensor is writable (not READ_ONLY, and its producer
         // promised writable memory), no two indices share memory, no element lies in the
         // struct, shape or strides this view reads its layout from (checked just above), and the
@@ -1609,11 +1633,14 @@ impl ManagedTensor {
     ///
     /// # Errors
     ///
-    /// The tensor itself, untouched, unless it was exported by this crate from a `P` (and not
-    /// made read-only by [`ManagedTensor::into_read_only`]).
+    /// The tensor itself, untouched, unless it was exported by this crate from a `P`. Also when
+    /// it was made read-only by [`ManagedTensor::into_read_only`] or externally writable by
+    /// [`ManagedTensor::into_externally_writable`] (others may still use the memory), and for a
+    /// `bool` tensor holding a byte other than 0 or 1 (a consumer wrote it).
     pub fn reclaim<P: Export>(self) -> Result<P, Self> {
-        if self.restricted() {
-            // Made read-only by this owner: others may still be reading the memory.
+        if self.restricted() || !self.checked.can_be_owned() {
+            // Made read-only by this owner (others may still be reading the memory), written by
+            // others, or holding bytes that are no `bool`.
             return Err(self);
         }
         // In both arms: the live struct is readable, its `manager_ctx` marks it as a block made
@@ -1668,7 +1695,9 @@ impl ManagedTensor {
     /// with `byte_offset` 0 whose producer gives its `Vec` up (it checks the rest: that the
     /// tensor starts at its `Vec`'s first element and that the `Vec` has little spare room,
     /// [`Export::give_vec`]); also when it was made read-only by
-    /// [`ManagedTensor::into_read_only`].
+    /// [`ManagedTensor::into_read_only`] or externally writable by
+    /// [`ManagedTensor::into_externally_writable`], and for a `bool` tensor holding a byte other
+    /// than 0 or 1.
     ///
     /// [`VecSlot::takes`]: crate::VecSlot::takes
     pub fn into_vec<T: Element>(mut self) -> Result<Vec<T>, Self> {
@@ -1709,8 +1738,9 @@ impl ManagedTensor {
     /// Asks the producer of a tensor this crate exported for its `Vec` ([`Export::give_vec`]).
     /// Once the slot is filled, the data must not be read again: only deleting is left.
     fn ask_for_vec(&mut self, slot: &mut dyn core::any::Any) {
-        if self.restricted() {
-            // Made read-only by this owner: others may still be reading the memory.
+        if self.restricted() || !self.checked.can_be_owned() {
+            // Made read-only by this owner (others may still be reading the memory), written by
+            // others, or holding bytes that are no `bool`.
             return;
         }
         // In both arms: the live struct is readable, its `manager_ctx` marks it as a block made

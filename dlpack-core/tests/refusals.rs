@@ -277,3 +277,50 @@ fn a_checked_copy_of_memory_others_wrote_an_invalid_bool_into_is_refused() {
         Error::DataTypeMismatch { .. }
     ));
 }
+
+#[test]
+fn memory_others_may_write_is_never_handed_over_as_owned_values_nor_viewed_mutably_as_bool() {
+    // Outside code may still write the memory: a `Vec<bool>` of it could come to hold 2.
+    let mut t = ManagedTensor::export(vec![true, false])
+        .unwrap()
+        .into_externally_writable();
+    assert_eq!(
+        t.view_mut::<bool>().unwrap_err(),
+        Error::ExternallyWritable {
+            dtype: DataType::BOOL
+        }
+    );
+    let t = t.into_vec::<bool>().unwrap_err();
+    let t = t.reclaim::<Vec<bool>>().unwrap_err();
+    assert_eq!(t.to_vec::<bool>().unwrap(), [true, false]);
+    // Whatever the element type: once handed over, the memory would be Rust's alone.
+    let t = ManagedTensor::export(vec![1u8])
+        .unwrap()
+        .into_externally_writable();
+    let t = t.into_vec::<u8>().unwrap_err();
+    assert!(t.reclaim::<Vec<u8>>().is_err());
+}
+
+#[test]
+fn a_bool_export_a_consumer_wrote_2_into_is_not_reclaimed_as_bools() {
+    // A C consumer wrote 2 into a writable bool export and handed it back.
+    let mut data = vec![true, false, true];
+    let bytes = data.as_mut_ptr().cast::<u8>();
+    let raw = ManagedTensor::export(data).unwrap().into_raw().unwrap();
+    // SAFETY: the consumer's write, into the export's own writable memory, before handing the
+    // tensor back; nothing reads it meanwhile.
+    unsafe { bytes.add(1).write(2) };
+    // SAFETY: handed back by the consumer, owned here, taken once.
+    let t = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
+    let t = t.into_vec::<bool>().unwrap_err();
+    let t = t.reclaim::<Vec<bool>>().unwrap_err();
+    assert_eq!(t.view_bytes().unwrap().to_vec().unwrap(), [1, 2, 1]);
+    assert!(matches!(
+        t.to_vec::<bool>().unwrap_err(),
+        Error::InvalidValue {
+            index: 1,
+            byte: 2,
+            ..
+        }
+    ));
+}

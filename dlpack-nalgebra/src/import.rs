@@ -30,10 +30,15 @@
 //!   and with a row stride of 0 they read outside the tensor.
 //!
 //! So column steps, row ranges of column-major data, column broadcasting and overlapping column
-//! windows are refused as safe views even though their row stride is 1. nalgebra's own sub-views
-//! (`rows`, `view`, `columns_with_step`, ...) and `from_slice_with_strides` views can have such
-//! layouts, of these views as of any `DMatrix`: iterating those from the back is unsound in
-//! nalgebra 0.35 whatever matrix they come from.
+//! windows are refused as safe views even though their row stride is 1.
+//!
+//! What this crate cannot prevent: a safe view here is storage-identical to nalgebra's own
+//! `DMatrix::as_view()` (`as_view_mut()`) of a matrix of that shape, and nalgebra's own safe
+//! sub-views of it (`rows`, `row`, `rows_range_pair_mut`, `view`, `columns_with_step`, ...) can
+//! have the layouts above: `m.rows_mut(0, 2).iter_mut()` with `next`, `next`, `next_back` hands
+//! out one element twice, for a view from this crate exactly as for any `DMatrix`. That is
+//! nalgebra 0.35's bug, reachable through nalgebra alone; until it is fixed upstream, iterate
+//! nalgebra sub-views forward only (or copy them with `clone_owned`, which does).
 //!
 //! Axes of size 1, and every axis of an empty tensor, never address an element, so their
 //! strides (even negative ones) are ignored: a `1 x n` row with column stride 1, and an `n x 1`
@@ -63,8 +68,10 @@
 //! (`transpose` over each row, `map` over each column), so an empty `i64::MAX x 0` tensor, which
 //! DLPack allows and which takes no memory, would make such operations loop 2^63 times. Every
 //! import here (views, copies, and owning imports that do not give back an exported matrix)
-//! therefore refuses an empty 2-d tensor with more than 2^30 rows or columns, with
-//! [`Error::DimOutOfRange`]. A non-empty tensor needs no such bound: a safe view has no more rows
+//! therefore refuses an empty 2-d tensor with more than 2^24 rows or columns, with
+//! [`Error::DimOutOfRange`] (at most 2^24 iterations, a fraction of a second in a debug build).
+//! nalgebra can still make larger empty matrices itself (`kronecker` of two empty ones, say),
+//! as it can from any `DMatrix`. A non-empty tensor needs no such bound: a safe view has no more rows
 //! or columns than elements in memory, and a copy fails with [`Error::OutOfMemory`] first.
 //!
 //! [nalgebra#797]: https://github.com/dimforge/nalgebra/pull/797
@@ -91,9 +98,9 @@ const ROW_MAJOR: &str = "a safe transposed view needs compact row-major strides,
 const VECTOR_STRIDE: &str = "a safe nalgebra vector view needs stride 1 (nalgebra 0.35 mishandles other strides); use the unsafe dvector_view_strided or a copy (to_dvector, Fallback::Copy)";
 
 /// The most rows or columns an empty matrix import may have (see the module docs).
-const MAX_EMPTY_DIM: i64 = 1 << 30;
+const MAX_EMPTY_DIM: i64 = 1 << 24;
 /// Why [`Error::DimOutOfRange`] refuses a larger one.
-const EMPTY_DIM: &str = "the rows or columns of an empty nalgebra matrix, at most 2^30 (nalgebra loops over each of them even when there are no elements)";
+const EMPTY_DIM: &str = "the rows or columns of an empty nalgebra matrix, at most 2^24 (nalgebra loops over each of them even when there are no elements)";
 
 /// A 1-d or 2-d tensor's layout as an `nrows x ncols` nalgebra matrix.
 #[derive(Clone, Copy, Debug)]
@@ -300,7 +307,7 @@ unsafe fn matrix_view_parts<'a, T: Scalar>(ptr: *const T, compact: Compact) -> D
 /// [`Error::UnsupportedLayout`] for any other layout (row-major, steps, ranges of rows,
 /// broadcasting, negative strides: see the [module docs](self) for why and for the
 /// alternatives), [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d,
-/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or columns.
+/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or columns.
 pub fn dmatrix_view<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DMatrixView<'_, T>, Error> {
@@ -343,7 +350,7 @@ pub fn dmatrix_view<T: Element + Scalar>(
 ///
 /// [`Error::UnsupportedLayout`] for any other layout (column-major, steps, ranges of columns,
 /// broadcasting, negative strides), [`Error::NdimMismatch`] for a tensor that is neither 1-d nor
-/// 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or columns.
+/// 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or columns.
 pub fn dmatrix_view_transposed<T: Element + Scalar>(
     view: TensorView<'_, T>,
 ) -> Result<DMatrixView<'_, T>, Error> {
@@ -589,7 +596,7 @@ cow!(
 /// # Errors
 ///
 /// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, and
-/// [`Error::DimOutOfRange`] for an empty one with more than 2^30 rows or columns, whatever the
+/// [`Error::DimOutOfRange`] for an empty one with more than 2^24 rows or columns, whatever the
 /// fallback. With [`Fallback::Fail`], [`Error::UnsupportedLayout`] for a layout [`dmatrix_view`]
 /// refuses; with [`Fallback::Copy`], [`Error::OutOfMemory`] when the copy does not fit in memory
 /// (a broadcast tensor).
@@ -654,7 +661,7 @@ pub fn dvector_cow<T: Element + Scalar>(
 /// # Errors
 ///
 /// [`Error::UnsupportedLayout`] for a negative stride, [`Error::NdimMismatch`] for a tensor that
-/// is neither 1-d nor 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows
+/// is neither 1-d nor 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows
 /// or columns.
 ///
 /// # Safety
@@ -788,7 +795,7 @@ pub unsafe fn dvector_view_strided_mut<T: Element + Scalar>(
 ///
 /// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, [`Error::OutOfMemory`]
 /// when the copy does not fit in memory (a broadcast tensor can describe far more elements than
-/// its memory holds), [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or
+/// its memory holds), [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or
 /// columns (see the [module docs](self)).
 pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatrix<T>, Error> {
     let layout = Layout::matrix(view.shape(), view.strides())?;
@@ -859,7 +866,7 @@ pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVecto
 /// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, those of
 /// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view) (dtype, device, alignment), and
 /// [`Error::OutOfMemory`] when a copy does not fit in memory (a broadcast tensor),
-/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^30 rows or columns that is not
+/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or columns that is not
 /// an exported `DMatrix` coming back. The tensor is consumed: on error it is dropped, so its
 /// deleter has run.
 pub fn into_dmatrix<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DMatrix<T>, Error> {

@@ -60,7 +60,7 @@
 //!
 //! Copies report a lack of memory as [`Error::OutOfMemory`](dlpack_core::Error::OutOfMemory)
 //! rather than panicking (a broadcast tensor can describe far more elements than memory holds).
-//! Empty tensors with more than 2^30 rows or columns, which nalgebra would loop over, are
+//! Empty tensors with more than 2^24 rows or columns, which nalgebra would loop over, are
 //! refused. The [`import`] module docs explain which layouts become views and why.
 //!
 //! # Features

@@ -274,13 +274,14 @@ fn every_safe_view_yields_each_element_once_in_every_walk_from_either_end() {
 // --- empty tensors with a dimension nalgebra would loop over -----------------------------------
 
 #[test]
-fn an_empty_tensor_with_more_than_2_pow_30_rows_or_columns_is_refused_by_every_import() {
+fn an_empty_tensor_with_more_than_2_pow_24_rows_or_columns_is_refused_by_every_import() {
     // Valid DLPack (no elements), but nalgebra loops over each row or column of a matrix even
     // when the other dimension is 0: `transpose` of an i64::MAX x 0 view would not return.
     for (shape, axis) in [
         ([i64::MAX, 0], 0),
         ([0, i64::MAX], 1),
-        ([(1 << 30) + 1, 0], 0),
+        ([(1 << 24) + 1, 0], 0),
+        ([1 << 30, 0], 0),
     ] {
         let value = shape[axis];
         let refusal = |e: Error| match e {
@@ -289,7 +290,7 @@ fn an_empty_tensor_with_more_than_2_pow_30_rows_or_columns_is_refused_by_every_i
             } if (a, v) == (axis, value) => {
                 let message = e.to_string();
                 assert!(message.contains(&value.to_string()), "{message}");
-                assert!(message.contains("2^30"), "{message}");
+                assert!(message.contains("2^24"), "{message}");
             }
             other => panic!("{shape:?}: expected DimOutOfRange of axis {axis}, got {other:?}"),
         };
@@ -308,8 +309,8 @@ fn an_empty_tensor_with_more_than_2_pow_30_rows_or_columns_is_refused_by_every_i
 }
 
 #[test]
-fn an_empty_tensor_with_up_to_2_pow_30_rows_or_columns_is_an_empty_view() {
-    for shape in [[1 << 30, 0], [0, 1 << 30]] {
+fn an_empty_tensor_with_up_to_2_pow_24_rows_or_columns_is_an_empty_view() {
+    for shape in [[1 << 24, 0], [0, 1 << 24]] {
         let built = Foreign::new(DataType::F64, &shape).build();
         let tensor = import(&built);
         let view = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();

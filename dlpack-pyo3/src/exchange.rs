@@ -332,7 +332,9 @@ unsafe extern "C" fn to_py_object(
         // caller's.
         let managed = unsafe { ManagedTensor::from_raw_if(tensor, |_| Ok::<(), Error>(())) }
             .map_err(to_py_err)?;
-        let managed = Arc::new(managed);
+        // Python code that receives the object may import it writable and write the memory
+        // while Rust code reads it through the object's exporter.
+        let managed = Arc::new(managed.into_externally_writable());
         match Bound::new(py, DLPackTensor::shared(managed.clone())) {
             Ok(obj) => {
                 // SAFETY: non-NULL and writable (contract); the new strong reference goes to the

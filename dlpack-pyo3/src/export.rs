@@ -1467,11 +1467,23 @@ mod tests {
                     call(fast, 2, &[("max_version", version.clone())]),
                     call(fast, 0, &[("colour", none.clone())]),
                     call(fast, 0, &[("max_version", number.clone())]),
-                    call(fast, 0, &[("copy", number.clone())]),
                 ] {
                     let err = bad.unwrap_err();
                     assert!(err.is_instance_of::<PyTypeError>(py), "{err}");
                 }
+                // `copy` is read by its truth value, as NumPy reads it; a string is refused.
+                assert_eq!(
+                    call(
+                        fast,
+                        0,
+                        &[("max_version", version.clone()), ("copy", number.clone())]
+                    )
+                    .unwrap(),
+                    "dltensor_versioned"
+                );
+                let text = "yes".into_pyobject(py).unwrap().into_any();
+                let err = call(fast, 0, &[("copy", text)]).unwrap_err();
+                assert!(err.is_instance_of::<PyValueError>(py), "{err}");
             }
         });
     }

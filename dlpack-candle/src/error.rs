@@ -133,6 +133,13 @@ impl std::error::Error for CandleError {
     }
 }
 
+impl<T> From<dlpack_core::Refused<T>> for CandleError {
+    /// The refusal's error (the value it gives back is dropped).
+    fn from(refused: dlpack_core::Refused<T>) -> Self {
+        CandleError::DLPack(refused.error)
+    }
+}
+
 impl From<dlpack_core::Error> for CandleError {
     fn from(e: dlpack_core::Error) -> Self {
         CandleError::DLPack(e)

@@ -455,8 +455,9 @@ impl std::error::Error for Error {}
 /// back, so the caller can try something else with it. [`ManagedTensor::reclaim`] and
 /// [`ManagedTensor::into_vec`] return the tensor itself (they have nothing to report but "not
 /// this"); the methods that refuse for a reason return a `Refused` holding the reason and the
-/// value: [`ManagedTensor::into_raw_legacy`], [`ManagedTensor::export_legacy`] and
-/// [`ManagedTensor::export_raw_legacy`].
+/// value: the exports ([`ManagedTensor::export`], [`ManagedTensor::export_raw`],
+/// [`ManagedTensor::export_legacy`], [`ManagedTensor::export_raw_legacy`]) and
+/// [`ManagedTensor::into_raw_legacy`].
 ///
 /// `Refused<T>` converts into [`Error`], so `?` works in functions that return `Error` (the value
 /// is dropped then).
@@ -476,6 +477,8 @@ impl std::error::Error for Error {}
 /// # Ok::<(), Error>(())
 /// ```
 ///
+/// [`ManagedTensor::export`]: crate::ManagedTensor::export
+/// [`ManagedTensor::export_raw`]: crate::ManagedTensor::export_raw
 /// [`ManagedTensor::reclaim`]: crate::ManagedTensor::reclaim
 /// [`ManagedTensor::into_vec`]: crate::ManagedTensor::into_vec
 /// [`ManagedTensor::into_raw_legacy`]: crate::ManagedTensor::into_raw_legacy

@@ -997,12 +997,14 @@ impl ManagedTensor {
     /// the import check it fails ([`Error::UnknownFlags`], those of [`DataType::validate`],
     /// [`Error::NegativeDim`], [`Error::NullData`], [`Error::StridedSubByte`],
     /// [`Error::Overflow`]); [`Error::SpanOutsideAllocation`] for one that reaches outside the
-    /// allocation it names. The producer is dropped then.
-    pub fn export<P: Export>(producer: P) -> Result<Self, Error> {
+    /// allocation it names. Every error comes with the producer, unchanged ([`Refused`]; `?`
+    /// turns it into the [`Error`], dropping the producer).
+    #[inline]
+    pub fn export<P: Export>(producer: P) -> Result<Self, Refused<P>> {
         let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
         // SAFETY: a block fresh from `export` is a live versioned managed tensor with this
-        // crate's deleter, owned here and by no one else.
-        unsafe { Self::adopt(Raw::Versioned(raw), allocation) }
+        // crate's deleter and a producer of type `P`, owned here and by no one else.
+        unsafe { Self::adopt(raw, allocation) }
     }
 
     /// Moves `producer` into a new legacy `DLManagedTensor` (no version, no flags), for consumers
@@ -1029,7 +1031,7 @@ impl ManagedTensor {
     pub fn export_legacy<P: Export>(producer: P) -> Result<Self, Refused<P>> {
         let (raw, allocation) = export::export::<DLManagedTensor, P>(producer)?;
         // SAFETY: as in `export`, for a legacy block.
-        unsafe { Self::adopt_or_give_back(raw, allocation) }
+        unsafe { Self::adopt(raw, allocation) }
     }
 
     /// Moves `producer` into a new versioned managed tensor and gives it straight to C, as
@@ -1058,15 +1060,18 @@ impl ManagedTensor {
     ///
     /// The producer's own [`Export::check`] error, [`Error::BadNdim`] for more than
     /// [`crate::MAX_NDIM`] dimensions, and for a producer that names its allocation the rest of
-    /// [`ManagedTensor::export`]'s errors. The producer is dropped then.
+    /// [`ManagedTensor::export`]'s errors. Every error comes with the producer, unchanged
+    /// ([`Refused`]).
     #[inline]
-    pub fn export_raw<P: Export>(producer: P) -> Result<NonNull<DLManagedTensorVersioned>, Error> {
+    pub fn export_raw<P: Export>(
+        producer: P,
+    ) -> Result<NonNull<DLManagedTensorVersioned>, Refused<P>> {
         let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
         if allocation.is_none() {
             return Ok(raw);
         }
         // SAFETY: as in `export`. Once validated, the owner is forgotten: `raw` goes to C.
-        unsafe { Self::adopt(Raw::Versioned(raw), allocation) }?.forget();
+        unsafe { Self::adopt::<_, P>(raw, allocation) }?.forget();
         Ok(raw)
     }
 
@@ -1085,70 +1090,76 @@ impl ManagedTensor {
             return Ok(raw);
         }
         // SAFETY: as in `export_legacy`. Once validated, the owner is forgotten: `raw` goes to C.
-        unsafe { Self::adopt_or_give_back::<P>(raw, allocation) }?.forget();
+        unsafe { Self::adopt::<_, P>(raw, allocation) }?.forget();
         Ok(raw)
     }
 
-    /// [`ManagedTensor::adopt`] for a legacy block fresh from [`export::export`], giving the
-    /// producer back (and freeing the block) when the description is refused.
-    ///
-    /// # Safety
-    /// As for [`ManagedTensor::adopt`], for a block of producer type `P`.
-    unsafe fn adopt_or_give_back<P: Export>(
-        raw: NonNull<DLManagedTensor>,
-        allocation: Option<core::ops::Range<usize>>,
-    ) -> Result<Self, Refused<P>> {
-        // SAFETY: the block is live and owned (caller); its DLTensor and arrays stay in place and
-        // unmodified while the owner made here lives.
-        let checked = unsafe {
-            let tensor = NonNull::from(&(*raw.as_ptr()).dl_tensor);
-            Self::check_only(tensor, Version::new(0, 0), Flags::empty())
-        }
-        .and_then(|c| c.within(allocation));
-        match checked {
-            Ok(checked) => Ok(ManagedTensor {
-                raw: Raw::Legacy(raw),
-                checked: ManuallyDrop::new(checked),
-            }),
-            Err(error) => {
-                // SAFETY: a live block made by `export::export::<DLManagedTensor, P>`, owned here
-                // and by no one else; its type is `P`, so the producer comes out.
-                let producer = unsafe { export::take_producer::<DLManagedTensor, P>(raw) };
-                let value = producer.expect("a fresh block holds a producer of its own type");
-                Err(Refused { error, value })
-            }
-        }
-    }
-
-    /// Validates a block fresh from [`export::export`] and takes ownership of it; refuses (and
-    /// deletes) it when its description is invalid or its reachable bytes leave the allocation
-    /// the producer named.
+    /// Validates a block fresh from [`export::export`] and takes ownership of it; when its
+    /// description is invalid or its reachable bytes leave the allocation the producer named,
+    /// frees the block and gives the producer back.
     ///
     /// These are the import path's checks ([`ManagedTensor::from_raw`]) less the two that
     /// cannot fail here: the block's version is this crate's, and a legacy block of ours is
     /// writable. Validating inline, in one function with the export, rather than through
     /// `from_raw` and a second `Result` makes an export and its drop about twice as fast
-    /// (`docs/benchmarks.md`).
+    /// (`docs/benchmarks.md`). The common case is answered by [`CheckedTensor::new_fast`]; the
+    /// rest goes to the out-of-line [`ManagedTensor::adopt_slow`].
     ///
     /// # Safety
-    /// `raw` is a live block made by [`export::export`], owned by the caller and by no one
+    /// `raw` is a live block made by `export::export::<H, P>`, owned by the caller and by no one
     /// else, whose producer's `Export` contract holds (so validation, which computes with the
     /// fields and never reads the data, may run after the block was made).
     #[inline(always)]
-    unsafe fn adopt(raw: Raw, allocation: Option<core::ops::Range<usize>>) -> Result<Self, Error> {
-        // SAFETY: the block is live and owned (caller); its DLTensor and arrays stay in place and
-        // unmodified while the owner made here lives.
-        unsafe {
-            match raw {
-                Raw::Versioned(p) => {
-                    let p = p.as_ptr();
-                    let flags = Flags((*p).flags);
-                    let tensor = NonNull::from(&(*p).dl_tensor);
-                    Self::validate(raw, tensor, Version::CURRENT, flags, allocation)
-                }
-                Raw::Legacy(p) => {
-                    let tensor = NonNull::from(&(*p.as_ptr()).dl_tensor);
-                    Self::validate(raw, tensor, Version::new(0, 0), Flags::empty(), allocation)
+    unsafe fn adopt<H: ExportHeader, P: Export>(
+        raw: NonNull<H>,
+        allocation: Option<core::ops::Range<usize>>,
+    ) -> Result<Self, Refused<P>> {
+        // SAFETY: the block is live and owned (caller); its DLTensor and arrays stay in place
+        // and unmodified while the owner made here lives.
+        let (tensor, version, flags) = unsafe { H::facts(raw) };
+        // SAFETY: as above.
+        if let Some(checked) = unsafe { CheckedTensor::new_fast(tensor, version, flags) }
+            && checked.fits(&allocation)
+        {
+            return Ok(ManagedTensor {
+                raw: H::wrap(raw),
+                checked: ManuallyDrop::new(checked),
+            });
+        }
+        // SAFETY: forwarded contract.
+        unsafe { Self::adopt_slow(raw, tensor, version, flags, allocation) }
+    }
+
+    /// [`ManagedTensor::adopt`] for everything its fast path leaves: every check, with a
+    /// precise error, and the producer given back on refusal.
+    ///
+    /// # Safety
+    /// As for [`ManagedTensor::adopt`]; `tensor`, `version` and `flags` are the block's.
+    #[cold]
+    #[inline(never)]
+    unsafe fn adopt_slow<H: ExportHeader, P: Export>(
+        raw: NonNull<H>,
+        tensor: NonNull<DLTensor>,
+        version: Version,
+        flags: Flags,
+        allocation: Option<core::ops::Range<usize>>,
+    ) -> Result<Self, Refused<P>> {
+        // SAFETY: forwarded contract.
+        let checked = unsafe { CheckedTensor::new_full(tensor, version, flags) }
+            .and_then(|c| c.within(allocation));
+        match checked {
+            Ok(checked) => Ok(ManagedTensor {
+                raw: H::wrap(raw),
+                checked: ManuallyDrop::new(checked),
+            }),
+            Err(error) => {
+                // SAFETY: a live block made by `export::export::<H, P>`, owned here and by no
+                // one else: its producer has type `P`, so it comes out, and the block is freed.
+                match unsafe { export::take_producer::<H, P>(raw) } {
+                    Some(value) => Err(Refused { error, value }),
+                    // Not reached (the block's type is `P`); were it, the block is deleted as
+                    // any refused tensor is, and the refusal has nothing to give back.
+                    None => unreachable!("a block made by export::<H, P> holds a P"),
                 }
             }
         }
@@ -1764,6 +1775,50 @@ impl ManagedTensor {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never used again and its Drop does not run.
         unsafe { ManuallyDrop::drop(&mut this.checked) };
+    }
+}
+
+/// The two headers an export block can start with, as [`ManagedTensor::adopt`] reads them.
+trait ExportHeader: export::Header {
+    /// The block's `DLTensor`, version and flags.
+    ///
+    /// # Safety
+    /// `raw` is a live block made by [`export::export`].
+    unsafe fn facts(raw: NonNull<Self>) -> (NonNull<DLTensor>, Version, Flags);
+    /// The owner's handle of the block.
+    fn wrap(raw: NonNull<Self>) -> Raw;
+}
+
+impl ExportHeader for DLManagedTensorVersioned {
+    #[inline(always)]
+    unsafe fn facts(raw: NonNull<Self>) -> (NonNull<DLTensor>, Version, Flags) {
+        let p = raw.as_ptr();
+        // SAFETY: a live, initialised block (caller); only field places are taken.
+        unsafe {
+            (
+                NonNull::from(&(*p).dl_tensor),
+                Version::CURRENT,
+                Flags((*p).flags),
+            )
+        }
+    }
+    #[inline(always)]
+    fn wrap(raw: NonNull<Self>) -> Raw {
+        Raw::Versioned(raw)
+    }
+}
+
+impl ExportHeader for DLManagedTensor {
+    #[inline(always)]
+    unsafe fn facts(raw: NonNull<Self>) -> (NonNull<DLTensor>, Version, Flags) {
+        // SAFETY: a live, initialised block (caller); only a field place is taken. A legacy
+        // block of ours imports writable, without flags.
+        let tensor = unsafe { NonNull::from(&(*raw.as_ptr()).dl_tensor) };
+        (tensor, Version::new(0, 0), Flags::empty())
+    }
+    #[inline(always)]
+    fn wrap(raw: NonNull<Self>) -> Raw {
+        Raw::Legacy(raw)
     }
 }
 

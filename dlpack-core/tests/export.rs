@@ -377,7 +377,8 @@ fn a_producer_with_too_many_dimensions_is_refused_and_dropped() {
     let err = ManagedTensor::export(Deep {
         _drops: DropCounter::new(&drops),
     })
-    .unwrap_err();
+    .unwrap_err()
+    .error;
     assert!(matches!(err, Error::BadNdim { ndim: 1025 }), "{err}");
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 }
@@ -452,9 +453,9 @@ fn a_buffer_layout_reaching_outside_its_allocation_is_refused_and_dropped() {
         let (s, drops) = strided(shape.clone(), stride.clone(), offset);
         // `export_raw` skips validation only for producers that name no allocation.
         let err = if raw {
-            ManagedTensor::export_raw(s).unwrap_err()
+            ManagedTensor::export_raw(s).unwrap_err().error
         } else {
-            ManagedTensor::export(s).unwrap_err()
+            ManagedTensor::export(s).unwrap_err().error
         };
         assert!(
             matches!(
@@ -544,7 +545,9 @@ unsafe impl Export for Checked {
 #[test]
 fn check_refuses_a_producer_before_it_moves_and_drops_it_once() {
     let (inner, drops) = counted(4);
-    let err = ManagedTensor::export(Checked { inner, ok: false }).unwrap_err();
+    let err = ManagedTensor::export(Checked { inner, ok: false })
+        .unwrap_err()
+        .error;
     assert!(
         matches!(
             err,

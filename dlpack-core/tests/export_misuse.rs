@@ -543,7 +543,7 @@ fn max_ndim_exports_in_both_headers_wraps_and_gives_its_vec() {
             data: vec![-3i16].into_boxed_slice(),
         };
         let t = if legacy {
-            ManagedTensor::export_legacy(p).map_err(Error::from)
+            ManagedTensor::export_legacy(p)
         } else {
             ManagedTensor::export(p)
         }
@@ -561,7 +561,8 @@ fn max_ndim_exports_in_both_headers_wraps_and_gives_its_vec() {
         n: n + 1,
         data: vec![1].into_boxed_slice(),
     })
-    .unwrap_err();
+    .unwrap_err()
+    .error;
     assert!(matches!(err, Error::BadNdim { ndim: 1025 }), "{err}");
     // ndim beyond i32 and beyond i64 are BadNdim too, never a truncation.
     for big in [i32::MAX as usize + 1, usize::MAX] {
@@ -569,7 +570,8 @@ fn max_ndim_exports_in_both_headers_wraps_and_gives_its_vec() {
             n: big,
             data: vec![1].into_boxed_slice(),
         })
-        .unwrap_err();
+        .unwrap_err()
+        .error;
         assert!(matches!(err, Error::BadNdim { .. }), "{err}");
     }
 }
@@ -697,7 +699,8 @@ fn byte_offsets_that_are_not_multiples_of_the_element_size() {
         shape: [4],
         offset: 1,
     })
-    .unwrap_err();
+    .unwrap_err()
+    .error;
     assert!(matches!(err, Error::SpanOutsideAllocation { .. }), "{err}");
 }
 
@@ -1019,7 +1022,8 @@ mod derive {
             data: vec![42],
             shape: vec![1; n + 1],
         })
-        .unwrap_err();
+        .unwrap_err()
+        .error;
         assert!(matches!(err, Error::BadNdim { .. }), "{err}");
         // A size beyond i64 with a zero-size axis: exported as i64::MAX (documented).
         let t = ManagedTensor::export(Dyn {
@@ -1034,7 +1038,8 @@ mod derive {
             data: vec![1; 4],
             shape: vec![usize::MAX, 1],
         })
-        .unwrap_err();
+        .unwrap_err()
+        .error;
         assert!(
             matches!(
                 err,

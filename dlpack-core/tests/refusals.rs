@@ -101,7 +101,9 @@ fn export_legacy_refuses_flag_bits_dlpack_does_not_define_as_export_does() {
     let unknown = Flags(1 << 7);
     let expected = Error::UnknownFlags { flags: unknown };
     assert_eq!(
-        ManagedTensor::export(flagged(unknown, &drops)).unwrap_err(),
+        ManagedTensor::export(flagged(unknown, &drops))
+            .unwrap_err()
+            .error,
         expected
     );
     assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -124,7 +126,8 @@ fn export_legacy_refuses_flag_bits_dlpack_does_not_define_as_export_does() {
     assert_eq!(
         ManagedTensor::export_raw(flagged(unknown | Flags::READ_ONLY, &drops))
             .map(|_| ())
-            .unwrap_err(),
+            .unwrap_err()
+            .error,
         Error::UnknownFlags {
             flags: unknown | Flags::READ_ONLY
         }

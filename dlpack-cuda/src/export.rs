@@ -871,7 +871,7 @@ mod tests {
     #[test]
     fn a_layout_reaching_outside_its_buffer_is_refused_at_export() {
         let t = CudaTensor::strided(vec![0u16; 6], &[3, 2], &[1, 3], 1).unwrap();
-        let err = ManagedTensor::export(t).unwrap_err();
+        let err = ManagedTensor::export(t).unwrap_err().error;
         assert!(
             matches!(err, Error::SpanOutsideAllocation { .. }),
             "{err:?}"

@@ -305,7 +305,7 @@ fn a_shape_that_does_not_fit_the_buffer_is_refused_at_export() {
         values: vec![0.0; 6],
         dims: [3, 3],
     };
-    let error = ManagedTensor::export(too_big).unwrap_err();
+    let error = ManagedTensor::export(too_big).unwrap_err().error;
     assert!(
         matches!(error, Error::SpanOutsideAllocation { .. }),
         "{error:?}"
@@ -323,13 +323,17 @@ fn strides_or_a_byte_offset_reaching_past_the_buffer_are_refused_at_export() {
         name: String::new(),
     };
     for (strides, offset) in [(vec![3, 2], 0), (vec![-3, 1], 0), (vec![3, 1], 4)] {
-        let error = ManagedTensor::export(strided(strides.clone(), offset)).unwrap_err();
+        let error = ManagedTensor::export(strided(strides.clone(), offset))
+            .unwrap_err()
+            .error;
         assert!(
             matches!(error, Error::SpanOutsideAllocation { .. }),
             "strides {strides:?}, offset {offset}: {error:?}"
         );
     }
-    let huge_offset = ManagedTensor::export(strided(vec![3, 1], usize::MAX)).unwrap_err();
+    let huge_offset = ManagedTensor::export(strided(vec![3, 1], usize::MAX))
+        .unwrap_err()
+        .error;
     assert!(
         matches!(
             huge_offset,
@@ -349,7 +353,7 @@ fn strides_of_another_length_than_the_shape_are_refused_at_export() {
         device: Device::CPU,
         name: String::new(),
     };
-    let error = ManagedTensor::export(value).unwrap_err();
+    let error = ManagedTensor::export(value).unwrap_err().error;
     assert!(
         matches!(
             error,
@@ -673,7 +677,7 @@ fn a_device_field_naming_another_device_type_than_the_buffers_is_refused_at_expo
         shape: [2],
         device: Device::cuda(0),
     };
-    let error = ManagedTensor::export(lie).unwrap_err();
+    let error = ManagedTensor::export(lie).unwrap_err().error;
     assert!(matches!(error, Error::DeviceMismatch { .. }), "{error:?}");
 }
 

@@ -310,7 +310,7 @@ unsafe impl<T: Element, const R: usize, const C: usize> Export for SMatrixProduc
 /// [`ManagedTensor::export`]'s checks; the `Result` carries that function's errors for a
 /// producer of an [`OwnedMatrix`] implemented elsewhere.
 pub fn export<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Error> {
-    ManagedTensor::export(matrix.into_producer())
+    Ok(ManagedTensor::export(matrix.into_producer())?)
 }
 
 /// Copies any matrix or view into a new owned one and exports that: a `DVector` (1-d) for a
@@ -470,14 +470,14 @@ where
     RStride: Dim,
     CStride: Dim,
 {
-    ManagedTensor::export(ViewProducer {
+    Ok(ManagedTensor::export(ViewProducer {
         data: view.data.ptr().cast_mut(),
         ndim: ndim_of::<C>(),
         shape: view.shape(),
         strides: view.strides(),
         read_only: true,
         _elements: PhantomData,
-    })
+    })?)
 }
 
 /// Exports a mutable nalgebra view without copying: a writable tensor over the view's elements,
@@ -515,12 +515,12 @@ where
     RStride: Dim,
     CStride: Dim,
 {
-    ManagedTensor::export(ViewProducer {
+    Ok(ManagedTensor::export(ViewProducer {
         data: view.data.ptr_mut(),
         ndim: ndim_of::<C>(),
         shape: view.shape(),
         strides: view.strides(),
         read_only: false,
         _elements: PhantomData,
-    })
+    })?)
 }

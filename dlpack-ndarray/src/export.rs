@@ -357,13 +357,13 @@ pub trait IntoDLPack {
 
 impl<T: Element, D: Dimension + 'static> IntoDLPack for Array<T, D> {
     fn into_dlpack(self) -> Result<ManagedTensor, Error> {
-        ManagedTensor::export(OwnedArray::new(self))
+        Ok(ManagedTensor::export(OwnedArray::new(self))?)
     }
 }
 
 impl<T: Element, D: Dimension + 'static> IntoDLPack for ArcArray<T, D> {
     fn into_dlpack(self) -> Result<ManagedTensor, Error> {
-        ManagedTensor::export(SharedArray::new(self))
+        Ok(ManagedTensor::export(SharedArray::new(self))?)
     }
 }
 
@@ -408,10 +408,10 @@ impl<T: Element, S: Data<Elem = T>, D: Dimension + 'static> ToDLPack for ArrayBa
         // layout's, `iter` walks in logical order), as a standard-layout array of this shape
         // reads them.
         let array = unsafe { Array::from_shape_vec_unchecked(self.raw_dim(), data) };
-        ManagedTensor::export(OwnedArray {
+        Ok(ManagedTensor::export(OwnedArray {
             array,
             copied: true,
-        })
+        })?)
     }
 }
 
@@ -453,12 +453,12 @@ pub unsafe fn export_view<T: Element, D: Dimension + 'static>(
     view: ArrayView<'_, T, D>,
 ) -> Result<ManagedTensor, Error> {
     let first = view.as_ptr().cast_mut();
-    ManagedTensor::export(BorrowedArray::new(
+    Ok(ManagedTensor::export(BorrowedArray::new(
         first,
         view.raw_dim(),
         view.strides(),
         false,
-    ))
+    ))?)
 }
 
 /// Lends a mutable view to DLPack without copying: the tensor's consumer may read and write the
@@ -494,10 +494,10 @@ pub unsafe fn export_view_mut<T: Element, D: Dimension + 'static>(
     mut view: ArrayViewMut<'_, T, D>,
 ) -> Result<ManagedTensor, Error> {
     let first = view.as_mut_ptr();
-    ManagedTensor::export(BorrowedArray::new(
+    Ok(ManagedTensor::export(BorrowedArray::new(
         first,
         view.raw_dim(),
         view.strides(),
         true,
-    ))
+    ))?)
 }

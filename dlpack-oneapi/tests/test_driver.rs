@@ -1127,7 +1127,8 @@ fn a_struct_with_a_usm_field_exports_any_layout_inside_it(fx: &Fixture) {
         data,
         shape: [3, 3],
     })
-    .unwrap_err();
+    .unwrap_err()
+    .error;
     assert!(matches!(err, Error::SpanOutsideAllocation { .. }), "{err}");
 }
 

@@ -33,7 +33,8 @@ use pyo3::types::{PyDict, PyType};
 ///     assert!(err.is_instance_of::<PyBufferError>(py));
 /// });
 /// ```
-pub fn to_py_err(err: Error) -> PyErr {
+pub fn to_py_err(err: impl Into<Error>) -> PyErr {
+    let err: Error = err.into();
     let message = err.to_string();
     match err.py_kind() {
         PyErrorKind::ValueError => PyValueError::new_err(message),

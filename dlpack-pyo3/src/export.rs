@@ -802,7 +802,7 @@ impl Exporter {
     pub(crate) fn export_unordered(
         &self,
     ) -> Result<core::ptr::NonNull<dlpack_core::ffi::DLManagedTensorVersioned>, Error> {
-        ManagedTensor::export_raw(Shared(self.tensor.clone()))
+        Ok(ManagedTensor::export_raw(Shared(self.tensor.clone()))?)
     }
 
     /// Through the hooks, orders the producer's pending work on the tensor before its device's
@@ -868,7 +868,7 @@ impl Source {
             (Source::Owned(t), format) => raw_of(t, format),
             // The shared tensor was validated when it was made; its description is copied.
             (Source::Shared(t), ExportStruct::Versioned) => {
-                ManagedTensor::export_raw(Shared(t)).map(RawTensor::Versioned)
+                Ok(RawTensor::Versioned(ManagedTensor::export_raw(Shared(t))?))
             }
             (Source::Shared(t), ExportStruct::Legacy) => {
                 ManagedTensor::export_raw_legacy(Shared(t))
@@ -881,7 +881,7 @@ impl Source {
     fn into_managed(self) -> Result<ManagedTensor, Error> {
         match self {
             Source::Owned(t) => Ok(t),
-            Source::Shared(t) => ManagedTensor::export(Shared(t)),
+            Source::Shared(t) => Ok(ManagedTensor::export(Shared(t))?),
         }
     }
 }
@@ -953,7 +953,7 @@ fn serve(
         ExportPlan::AsIs => source.export_as(decision.format),
         ExportPlan::Relabel(target) => source
             .into_managed()
-            .and_then(|t| ManagedTensor::export(Reexport::relabel(t, target)))
+            .and_then(|t| Ok(ManagedTensor::export(Reexport::relabel(t, target))?))
             .and_then(|t| raw_of(t, decision.format)),
         ExportPlan::CopyTo(target) if target == Device::CPU => {
             let flags = Flags::empty().with(Flags::IS_COPIED, decision.sets_is_copied());
@@ -964,7 +964,7 @@ fn serve(
             } else {
                 py.detach(|| host_copy(tensor, hooks, flags))
             };
-            copy.and_then(ManagedTensor::export)
+            copy.and_then(|copy| Ok(ManagedTensor::export(copy)?))
                 .and_then(|copy| raw_of(copy, decision.format))
         }
         ExportPlan::CopyTo(target) => Err(Error::Protocol {

@@ -27,13 +27,13 @@ impl<T: Element> StridedVec<T> {
         strides: &[i64],
         first: usize,
     ) -> Result<ManagedTensor, Error> {
-        ManagedTensor::export(StridedVec {
+        Ok(ManagedTensor::export(StridedVec {
             data,
             shape: shape.to_vec(),
             strides: strides.to_vec(),
             offset: (first * size_of::<T>()) as u64,
             read_only: false,
-        })
+        })?)
     }
 }
 

@@ -42,6 +42,6 @@ fn main() -> Result<(), dlpack_core::Error> {
     assert!(tensor.is_read_only());
     let back = Everything::try_from(tensor)?;
     assert_eq!(back.name, "everything");
-    let _: fn(Constant) -> Result<ManagedTensor, dlpack_core::Error> = ManagedTensor::export;
+    let _: fn(Constant) -> Result<ManagedTensor, dlpack_core::Refused<Constant>> = ManagedTensor::export;
     Ok(())
 }

@@ -5,14 +5,12 @@
 //! runs under Miri too, but for the two that run themselves in a child process.)
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 use dlpack_core::{
-    Buffer, CheckedTensor, DataType, Device, Dims, Element, Error, Export, ExportDesc, Flags,
-    ManagedTensor,
+    Buffer, DataType, Device, Element, Error, Export, ExportDesc, Flags, ManagedTensor,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -709,7 +707,8 @@ fn byte_offsets_that_are_not_multiples_of_the_element_size() {
 #[cfg(feature = "derive")]
 mod derive {
     use super::*;
-    use dlpack_core::DLPack;
+    use dlpack_core::{CheckedTensor, DLPack, Dims};
+    use std::cell::Cell;
 
     /// A dims list whose answers change on every call (a safe trait: anything goes).
     #[derive(Default)]

@@ -61,7 +61,7 @@ use dlpack_core::ffi::{
 use dlpack_core::{
     CheckedTensor, Device, DeviceType, Error, Flags, ManagedTensor, PyErrorKind, Version,
 };
-use pyo3::exceptions::{PyBufferError, PyException, PySystemError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyException, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -729,9 +729,10 @@ pub(crate) fn export_through(
 
 /// The exception a table function that returned -1 set, or a `SystemError` naming it if it set
 /// none (`PyErr::fetch` would panic in a debug build).
+#[cfg(feature = "cuda")]
 pub(crate) fn failed(py: Python<'_>, function: &str) -> PyErr {
     PyErr::take(py).unwrap_or_else(|| {
-        PySystemError::new_err(format!(
+        pyo3::exceptions::PySystemError::new_err(format!(
             "the DLPack exchange API's {function} failed without setting an exception"
         ))
     })

@@ -374,11 +374,17 @@ impl CheckedTensor {
     /// Whether the memory may be handed to Rust code as owned values ([`ManagedTensor::reclaim`],
     /// [`ManagedTensor::into_vec`]): no one outside Rust may still write it, and a `bool`
     /// tensor holds only 0s and 1s (a consumer of a writable export may have written others).
+    #[inline]
     fn can_be_owned(&self) -> bool {
-        if self.externally_writable {
-            return false;
-        }
-        if self.dtype() != DataType::BOOL || !self.host_accessible {
+        !self.externally_writable && (self.dtype() != DataType::BOOL || self.holds_only_bools())
+    }
+
+    /// Whether a `bool` tensor's bytes are all 0 or 1 (or the host cannot read them: device
+    /// memory is no Rust value).
+    #[cold]
+    #[inline(never)]
+    fn holds_only_bools(&self) -> bool {
+        if !self.host_accessible {
             return true;
         }
         match self.typed_base::<bool>() {
@@ -999,7 +1005,6 @@ impl ManagedTensor {
     /// [`Error::Overflow`]); [`Error::SpanOutsideAllocation`] for one that reaches outside the
     /// allocation it names. Every error comes with the producer, unchanged ([`Refused`]; `?`
     /// turns it into the [`Error`], dropping the producer).
-    #[inline]
     pub fn export<P: Export>(producer: P) -> Result<Self, Refused<P>> {
         let (raw, allocation) = export::export::<DLManagedTensorVersioned, P>(producer)?;
         // SAFETY: a block fresh from `export` is a live versioned managed tensor with this
@@ -1771,6 +1776,7 @@ impl ManagedTensor {
     }
 
     /// Forgets the raw tensor without deleting it, dropping only the owner's own data.
+    #[inline(always)]
     fn forget(self) {
         let mut this = ManuallyDrop::new(self);
         // SAFETY: `this` is never used again and its Drop does not run.

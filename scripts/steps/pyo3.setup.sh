@@ -25,18 +25,7 @@ PYO3_PY_PINS=(
     pluggy==1.7.0
     Pygments==2.21.0
 )
-if .venv/bin/python - "${PYO3_PY_PINS[@]}" <<'PYEOF'; then
-import sys
-from importlib.metadata import PackageNotFoundError, version
-for pin in sys.argv[1:]:
-    name, wanted = pin.split("==")
-    try:
-        have = version(name)
-    except PackageNotFoundError:
-        sys.exit(1)
-    if have != wanted:
-        sys.exit(1)
-PYEOF
+if has_pins .venv/bin/python "${PYO3_PY_PINS[@]}"; then
     echo "    have ${PYO3_PY_PINS[*]}"
 else
     echo "    installing ${PYO3_PY_PINS[*]} into .venv (pip)"

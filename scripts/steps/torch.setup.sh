@@ -55,18 +55,7 @@ if [[ ${DLPACK_TEST_TORCH:-} == 1 ]]; then
         )
         # A venv whose interpreter still runs (a dangling link from a removed Python does not)
         # and has every pin.
-        if [[ -x .venv-torch/bin/python ]] && .venv-torch/bin/python - "${TORCH_PY_PINS[@]}" <<'PYEOF'; then
-import sys
-from importlib.metadata import PackageNotFoundError, version
-for pin in sys.argv[1:]:
-    name, wanted = pin.split("==")
-    try:
-        have = version(name)
-    except PackageNotFoundError:
-        sys.exit(1)
-    if have != wanted:
-        sys.exit(1)
-PYEOF
+        if has_pins .venv-torch/bin/python "${TORCH_PY_PINS[@]}"; then
             echo "    have torch 2.11.0 and its pins in .venv-torch"
         else
             # .venv's own interpreter (the one its python3 links to), so that the abi3 test

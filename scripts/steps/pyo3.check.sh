@@ -87,9 +87,10 @@ fi
 # must be found. Skipped with --quick.
 if ((!QUICK)); then
     step "valgrind leak check over the Python tests"
-    # DLPACK_RANDOM_CASES: test_random_calls.py's 20 000 cases become 5 000 under memcheck.
+    # DLPACK_RANDOM_CASES: test_random_calls.py's 20 000 cases (run above without valgrind)
+    # become 1 000 under memcheck, enough to reach every kind of call and refusal it draws.
     pyo3_vg=(env PYTHONMALLOC=malloc OPENBLAS_NUM_THREADS=1 DLPACK_TESTMOD_DIR="$pyo3_ext"
-        DLPACK_RANDOM_CASES=5000 valgrind --leak-check=full --show-leak-kinds=definite --num-callers=40)
+        DLPACK_RANDOM_CASES=1000 valgrind --leak-check=full --show-leak-kinds=definite --num-callers=40)
     pyo3_log=$(mktemp)
     "${pyo3_vg[@]}" --log-file="$pyo3_log" .venv/bin/python -c \
         "import sys; sys.path.insert(0, '$pyo3_ext'); import dlpack_testmod; dlpack_testmod.leak_one_export()" ||

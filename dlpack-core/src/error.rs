@@ -256,6 +256,13 @@ pub enum Error {
         /// What it said.
         message: String,
     },
+    /// [`CopyMode::Never`](crate::CopyMode::Never) was asked for, but only a copy can give the
+    /// target type this tensor. The methods that refuse so give the tensor back
+    /// ([`Refused`]).
+    CopyRefused {
+        /// Why a copy would be needed.
+        reason: crate::CopyReason,
+    },
     /// No device hook handles this device type.
     NoHook {
         /// The device asked about.
@@ -434,6 +441,10 @@ impl fmt::Display for Error {
                 "the tensor reaches bytes {start:#x}..{end:#x}, outside its allocation {alloc_start:#x}..{alloc_end:#x}"
             ),
             Error::Runtime { runtime, message } => write!(f, "{runtime}: {message}"),
+            Error::CopyRefused { reason } => write!(
+                f,
+                "no-copy import refused (copy=False / CopyMode::Never): {reason}; pass CopyMode::IfNeeded to allow a copy"
+            ),
             Error::CopyInFlight { runtime, message } => write!(
                 f,
                 "{runtime}: {message}; the copy may still be running, so its destination was leaked rather than freed"

@@ -50,6 +50,10 @@
 //!   [`ManagedTensor::from_raw_if`] is for a consumer that may still decline a tensor it has
 //!   validated (a Python consumer leaves a capsule it refuses to its destructor).
 //! - Views and copies: [`TensorView`], [`TensorViewMut`], [`CheckedTensor::to_vec`].
+//! - Taking a tensor over: [`ManagedTensor::reclaim`], [`ManagedTensor::into_vec`] and
+//!   [`ManagedTensor::into_vec_with`]; [`CopyMode`], [`Transfer`] and [`CopyReason`], the words
+//!   every adapter's `into_owned` uses (the [`transfer`](crate::CopyMode) module's docs list the
+//!   verbs every adapter shares).
 //! - [`hooks`]: what device crates implement so that device claims can be checked.
 //! - [`protocol`]: the Python `__dlpack__` protocol's decisions in plain Rust.
 //!
@@ -90,6 +94,7 @@ mod tensor;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod transfer;
 mod valid;
 mod version;
 mod view;
@@ -103,6 +108,7 @@ pub use export::{Export, ExportDesc};
 pub use flags::Flags;
 pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};
 pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
+pub use transfer::{CopyMode, CopyReason, Transfer};
 pub use version::Version;
 pub use view::{Offsets, TensorView, TensorViewMut, ViewIter, try_vec_with_capacity};
 

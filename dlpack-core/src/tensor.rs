@@ -1613,9 +1613,6 @@ impl ManagedTensor {
     /// [`Error::LegacyPaddedSubByte`] for padded sub-byte elements. The legacy struct can say
     /// neither. Every error comes with the tensor, unchanged ([`Refused`]): hand it on as a
     /// versioned struct ([`ManagedTensor::into_raw`]) instead.
-    // The owner comes back by value, as `reclaim` and `into_vec` give it back: a refusal
-    // leaves the caller holding exactly what it had.
-    #[allow(clippy::result_large_err)]
     pub fn into_raw_legacy(self) -> Result<*mut DLManagedTensor, Refused<Self>> {
         match self.raw {
             Raw::Legacy(p) if !self.restricted() => {
@@ -1748,6 +1745,71 @@ impl ManagedTensor {
                 Ok(v)
             }
             None => Err(self),
+        }
+    }
+
+    /// The elements as a `Vec<T>`, moved out when [`ManagedTensor::into_vec`] can, copied
+    /// otherwise as `mode` allows, and which of the two it was: the adapters' `into_owned` for a
+    /// plain `Vec`.
+    ///
+    /// ```
+    /// use dlpack_core::{CopyMode, CopyReason, ManagedTensor, Transfer};
+    ///
+    /// let v = vec![1u16, 2, 3];
+    /// let address = v.as_ptr();
+    /// let (back, transfer) = ManagedTensor::export(v)?.into_vec_with::<u16>(CopyMode::IfNeeded)?;
+    /// assert_eq!((back.as_ptr(), transfer), (address, Transfer::Moved));
+    ///
+    /// let (copy, transfer) = ManagedTensor::export(back)?.into_vec_with::<u16>(CopyMode::Always)?;
+    /// assert_ne!(copy.as_ptr(), address);
+    /// assert_eq!(transfer, Transfer::Copied(CopyReason::Requested));
+    /// # Ok::<(), dlpack_core::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The tensor comes back, untouched, with the reason: [`Error::DataTypeMismatch`] for
+    /// another dtype, [`Error::CopyRefused`] when only a copy would do and `mode` is
+    /// [`CopyMode::Never`](crate::CopyMode::Never), and those of [`CheckedTensor::to_vec`]
+    /// when the copy fails (memory the host cannot read, an allocation that fails).
+    pub fn into_vec_with<T: Element>(
+        self,
+        mode: crate::CopyMode,
+    ) -> Result<(Vec<T>, crate::Transfer), Refused<Self>> {
+        use crate::{CopyMode, CopyReason, Transfer};
+        if self.dtype() != T::DTYPE {
+            let error = Error::DataTypeMismatch {
+                found: self.dtype(),
+                expected: T::DTYPE,
+            };
+            return Err(Refused { error, value: self });
+        }
+        let reason = if mode == CopyMode::Always {
+            CopyReason::Requested
+        } else {
+            match self.into_vec::<T>() {
+                Ok(v) => return Ok((v, Transfer::Moved)),
+                Err(tensor) if tensor.is_row_major_contiguous() => {
+                    return tensor.copy_as(mode, CopyReason::NotOwned);
+                }
+                Err(tensor) => return tensor.copy_as(mode, CopyReason::Layout),
+            }
+        };
+        self.copy_as(mode, reason)
+    }
+
+    /// The copy of [`ManagedTensor::into_vec_with`], for `reason`, as `mode` allows.
+    fn copy_as<T: Element>(
+        self,
+        mode: crate::CopyMode,
+        reason: crate::CopyReason,
+    ) -> Result<(Vec<T>, crate::Transfer), Refused<Self>> {
+        let copied = mode
+            .copy(reason)
+            .and_then(|transfer| Ok((self.to_vec::<T>()?, transfer)));
+        match copied {
+            Ok(done) => Ok(done),
+            Err(error) => Err(Refused { error, value: self }),
         }
     }
 

@@ -471,7 +471,8 @@ impl std::error::Error for Error {}
 /// [`ManagedTensor::into_raw_legacy`].
 ///
 /// `Refused<T>` converts into [`Error`], so `?` works in functions that return `Error` (the value
-/// is dropped then).
+/// is dropped then). An adapter whose own error type wraps [`Error`] (dlpack-candle's) refuses
+/// with `Refused<T, ItsError>` and converts the same way.
 ///
 /// ```
 /// use dlpack_core::{Error, ManagedTensor};
@@ -495,17 +496,26 @@ impl std::error::Error for Error {}
 /// [`ManagedTensor::into_raw_legacy`]: crate::ManagedTensor::into_raw_legacy
 /// [`ManagedTensor::export_legacy`]: crate::ManagedTensor::export_legacy
 /// [`ManagedTensor::export_raw_legacy`]: crate::ManagedTensor::export_raw_legacy
-pub struct Refused<T> {
+pub struct Refused<T, E = Error> {
     /// Why the value was refused.
-    pub error: Error,
+    pub error: E,
     /// The value, as it was passed in.
     pub value: T,
 }
 
-impl<T> Refused<T> {
+impl<T, E> Refused<T, E> {
     /// The error and the value.
-    pub fn into_parts(self) -> (Error, T) {
+    pub fn into_parts(self) -> (E, T) {
         (self.error, self.value)
+    }
+
+    /// The same refusal with the error converted, for an adapter whose error type wraps
+    /// [`Error`].
+    pub fn map_err<F>(self, f: impl FnOnce(E) -> F) -> Refused<T, F> {
+        Refused {
+            error: f(self.error),
+            value: self.value,
+        }
     }
 }
 
@@ -515,7 +525,7 @@ impl<T> From<Refused<T>> for Error {
     }
 }
 
-impl<T> fmt::Debug for Refused<T> {
+impl<T, E: fmt::Debug> fmt::Debug for Refused<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Refused")
             .field("error", &self.error)
@@ -524,10 +534,15 @@ impl<T> fmt::Debug for Refused<T> {
     }
 }
 
-impl<T> fmt::Display for Refused<T> {
+impl<T, E: fmt::Display> fmt::Display for Refused<T, E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Display::fmt(&self.error, f)
     }
 }
 
-impl<T> std::error::Error for Refused<T> {}
+// The refusal displays as its error, so the error's source is its source.
+impl<T, E: std::error::Error> std::error::Error for Refused<T, E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
+    }
+}

@@ -237,34 +237,153 @@ pub fn describe_buffer<B: Buffer, S: Dims, R: Dims>(
     }
 }
 
-// Every buffer is a one-dimensional tensor over all its elements.
-// SAFETY: the description is shape `[len]`, stride 1, byte offset 0 from the buffer's first
-// element: exactly the buffer's `len` initialised elements, in one allocation on the buffer's
-// device (Buffer contract), with the buffer's read-only state. It is valid by construction, so
-// it names no allocation to be checked against: `len` fits `i64` and the span fits the address
-// space because the elements do (an allocation holds at most `isize::MAX` bytes), the pointer
-// is non-NULL and aligned (Buffer contract), and `Element::DTYPE` is a valid dtype.
-unsafe impl<B: Buffer> Export for B {
-    const GIVES_VEC: bool = B::GIVES_VEC;
+/// A type made of one [`Buffer`] and a layout over it: implement this safe trait, and the type
+/// is an [`Export`] producer (through a blanket implementation), with no `unsafe` code.
+///
+/// The export checks the layout against the buffer's allocation, so a shape that does not fit
+/// the buffer is refused ([`Error::SpanOutsideAllocation`]), never read out of bounds. The
+/// value is moved into the export and comes back whole from
+/// [`ManagedTensor::reclaim`](crate::ManagedTensor::reclaim). Every [`Buffer`] is a
+/// `ShapedBuffer` (one dimension over all its elements), which is how a `Vec` exports.
+///
+/// ```
+/// use dlpack_core::{ManagedTensor, ShapedBuffer};
+///
+/// /// A row-major matrix.
+/// struct Matrix { rows: usize, cols: usize, data: Vec<f32> }
+///
+/// impl ShapedBuffer for Matrix {
+///     type Buffer = Vec<f32>;
+///     fn buffer(&mut self) -> &mut Vec<f32> { &mut self.data }
+///     fn ndim(&self) -> usize { 2 }
+///     fn shape(&self, shape: &mut [i64]) {
+///         shape.copy_from_slice(&[self.rows as i64, self.cols as i64]);
+///     }
+///     // `strides` defaults to compact row-major, `byte_offset` to 0.
+/// }
+///
+/// let m = Matrix { rows: 2, cols: 3, data: vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0] };
+/// let data = m.data.as_ptr();
+/// let tensor = ManagedTensor::export(m)?;
+/// assert_eq!((tensor.shape(), tensor.strides()), (&[2, 3][..], &[3, 1][..]));
+/// assert_eq!(tensor.view::<f32>()?.as_ptr(), data); // zero copy
+/// let m: Matrix = tensor.reclaim().expect("exported from a Matrix");
+/// assert_eq!(m.data.as_ptr(), data);
+///
+/// // A shape that does not fit the buffer is refused, and the value comes back.
+/// let refused = ManagedTensor::export(Matrix { rows: 3, cols: 3, data: vec![0.0; 6] }).unwrap_err();
+/// assert_eq!(refused.value.data.len(), 6);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// A `ShapedBuffer` other than a bare buffer does not hand its `Vec` to
+/// [`ManagedTensor::into_vec`](crate::ManagedTensor::into_vec) (a consumer that needs a `Vec`
+/// copies instead): that would call [`ShapedBuffer::buffer`] on a value whose memory a live
+/// tensor still describes. `#[derive(DLPack)]` structs do hand it over. Write
+/// `unsafe impl Export` for memory no [`Buffer`] owns (foreign memory, a view).
+pub trait ShapedBuffer: Send + 'static {
+    /// The buffer the elements live in.
+    type Buffer: Buffer;
+
+    /// The buffer. Called once per export, on the value at its final address.
+    fn buffer(&mut self) -> &mut Self::Buffer;
+
+    /// The number of dimensions. Called once per export, before the other methods.
+    fn ndim(&self) -> usize;
+
+    /// Writes the size of each dimension into `shape`, which has [`ShapedBuffer::ndim`]
+    /// entries.
+    fn shape(&self, shape: &mut [i64]);
+
+    /// Writes the stride of each dimension, in elements, into `strides` (as many entries as
+    /// `shape`). The default writes compact row-major strides.
+    fn strides(&self, shape: &[i64], strides: &mut [i64]) {
+        crate::tensor::fill_row_major_strides(shape, strides);
+    }
+
+    /// Bytes from the buffer's first element to the tensor's first element. Default 0.
+    fn byte_offset(&self) -> u64 {
+        0
+    }
+}
+
+/// Every buffer is a one-dimensional tensor over all its elements.
+impl<B: Buffer> ShapedBuffer for B {
+    type Buffer = B;
+    fn buffer(&mut self) -> &mut B {
+        self
+    }
     fn ndim(&self) -> usize {
         1
     }
+    fn shape(&self, shape: &mut [i64]) {
+        shape.fill(i64::try_from(self.len()).unwrap_or(i64::MAX));
+    }
+}
+
+/// The buffer of a producer that is its own buffer (a `Vec`, a `Box<[T]>`, a device buffer
+/// exported bare): the types are the same only through the blanket `ShapedBuffer` impl of
+/// [`Buffer`] types, so no `ShapedBuffer` written elsewhere reaches the buffer paths below.
+#[inline(always)]
+fn as_own_buffer<P: ShapedBuffer>(producer: &mut P) -> Option<&mut P::Buffer> {
+    (producer as &mut dyn core::any::Any).downcast_mut::<P::Buffer>()
+}
+
+// SAFETY: `ndim` is called once per export (the export constructor's contract with itself), so
+// `describe` gets slices of the length it returned, whatever a later call would say.
+// - A producer that is its own buffer (`as_own_buffer`; then `P: Buffer`) is described as shape
+//   `[len]`, stride 1, byte offset 0 from the buffer's first element: exactly the buffer's `len`
+//   initialised elements, in one allocation on the buffer's device (Buffer contract), with the
+//   buffer's read-only state. That is valid by construction, so it names no allocation to be
+//   checked: `len` fits `i64` and the span fits the address space because the elements do, the
+//   pointer is non-NULL and aligned (Buffer contract), and `Element::DTYPE` is a valid dtype.
+//   Its `give_vec` is the buffer's own (`give_buffer_vec`), whose elements are the whole tensor.
+// - Any other producer: whatever its safe methods write, the description names the buffer's
+//   allocation, and the export constructor refuses a layout that reaches outside it; pointer,
+//   device, dtype and read-only state come from the buffer (Buffer contract), which is owned by
+//   the value and so stays in place and unshared until the value is dropped. No method of the
+//   value runs after `describe` (its `give_vec` does nothing), so nothing can free the memory
+//   while a tensor describes it.
+// - `GIVES_VEC` is the buffer's: when true, the buffer's elements are not inside the buffer
+//   value (Buffer contract), so not inside the producer either.
+unsafe impl<P: ShapedBuffer> Export for P {
+    const GIVES_VEC: bool = <P::Buffer as Buffer>::GIVES_VEC;
+    fn ndim(&self) -> usize {
+        ShapedBuffer::ndim(self)
+    }
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        // What `describe_buffer` writes for shape `[len]` and no strides, without its general
-        // loops or an allocation check that cannot fail: every `Vec` export takes this path.
-        shape[0] = self.len() as i64;
-        strides[0] = 1;
+        if let Some(buffer) = as_own_buffer(self) {
+            // What the general path below writes for a bare buffer, without its loops or an
+            // allocation check that cannot fail: every `Vec` export takes this path.
+            shape.fill(buffer.len() as i64);
+            strides.fill(1);
+            return ExportDesc {
+                data: buffer.as_mut_ptr().cast(),
+                byte_offset: 0,
+                dtype: <P::Buffer as Buffer>::Elem::DTYPE,
+                device: buffer.device(),
+                flags: Flags::empty().with(Flags::READ_ONLY, buffer.is_read_only()),
+                allocation: None,
+            };
+        }
+        ShapedBuffer::shape(self, shape);
+        ShapedBuffer::strides(self, shape, strides);
+        let byte_offset = self.byte_offset();
+        let buffer = self.buffer();
+        let allocation = allocation_of(buffer);
         ExportDesc {
-            data: self.as_mut_ptr().cast(),
-            byte_offset: 0,
-            dtype: B::Elem::DTYPE,
-            device: self.device(),
-            flags: Flags::empty().with(Flags::READ_ONLY, self.is_read_only()),
-            allocation: None,
+            data: buffer.as_mut_ptr().cast(),
+            byte_offset,
+            dtype: <P::Buffer as Buffer>::Elem::DTYPE,
+            device: buffer.device(),
+            flags: Flags::empty().with(Flags::READ_ONLY, buffer.is_read_only()),
+            allocation: Some(allocation),
         }
     }
     fn give_vec(&mut self, slot: &mut dyn core::any::Any) {
-        give_buffer_vec(self, slot)
+        if let Some(buffer) = as_own_buffer(self) {
+            give_buffer_vec(buffer, slot);
+        }
     }
 }
 

@@ -66,6 +66,11 @@ impl ExportDesc {
 
 /// A value that owns (or shares) tensor memory and can hand it to DLPack consumers.
 ///
+/// A type that keeps its elements in a [`Buffer`](crate::Buffer) (a `Vec`, say) need not
+/// implement this unsafe trait: it implements the safe [`ShapedBuffer`](crate::ShapedBuffer),
+/// which implements `Export` for it. Implement `Export` itself for memory no `Buffer` owns
+/// (foreign memory, a view, a library's own array type).
+///
 /// The export constructor moves the value into the managed tensor's heap block, then calls
 /// [`Export::describe`] on it there: the value does not move again until the consumer calls the
 /// deleter (or the tensor is reclaimed), so a producer may describe memory it holds inline.

@@ -42,9 +42,9 @@
 //! - Export: [`Export`] (what a producer implements, describing its data with an
 //!   [`ExportDesc`], e.g. [`ExportDesc::host`]), [`ManagedTensor::export`] and
 //!   [`ManagedTensor::export_legacy`]; [`Buffer`] and [`Dims`], the parts a struct-shaped
-//!   producer (or `#[derive(DLPack)]`) is made of, and [`describe_buffer`], which joins them.
-//!   Derive when the struct owns a [`Buffer`] and a shape; write `unsafe impl Export` when it
-//!   does not.
+//!   producer is made of. A struct that owns a [`Buffer`] exports with no `unsafe` code:
+//!   implement the safe [`ShapedBuffer`] (buffer, shape, strides), or `#[derive(DLPack)]` when
+//!   its shape is a field. `unsafe impl Export` is for memory no [`Buffer`] owns.
 //! - Import: [`ManagedTensor::from_raw`], [`ManagedTensor::from_raw_legacy`] and
 //!   [`BorrowedTensor`]; all dereference to [`CheckedTensor`], whose docs list every check.
 //!   [`ManagedTensor::from_raw_if`] is for a consumer that may still decline a tensor it has
@@ -99,7 +99,7 @@ mod valid;
 mod version;
 mod view;
 
-pub use buffer::{Buffer, Dims, VecSlot, describe_buffer, give_buffer_vec};
+pub use buffer::{Buffer, Dims, ShapedBuffer, VecSlot, describe_buffer, give_buffer_vec};
 pub use device::{Device, DeviceType};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;

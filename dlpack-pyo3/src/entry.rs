@@ -71,3 +71,17 @@ impl Entry {
         }
     }
 }
+
+/// A caught panic as the `PanicException` pyo3 raises for a panic in a Python method.
+pub(crate) fn panic_error(payload: Box<dyn std::any::Any + Send>) -> PyErr {
+    pyo3::panic::PanicException::new_err(panic_message(&*payload))
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}

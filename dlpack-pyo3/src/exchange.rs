@@ -67,11 +67,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyString, PyType, PyWeakrefMethods, PyWeakrefReference};
 
-use crate::DLPackTensor;
 use crate::capsule::RawTensor;
 use crate::entry::Entry;
 use crate::exceptions::to_py_err;
-use crate::export::HostCopy;
+use crate::export::producers::HostCopy;
+use crate::tensor::DLPackTensor;
 
 /// The table, in a static (it must live as long as the process).
 struct Table(DLPackExchangeAPI);
@@ -223,7 +223,7 @@ unsafe fn report_to(
             c"RuntimeError",
             format!(
                 "the DLPack exchange API's managed_tensor_allocator panicked: {}",
-                crate::export::panic_message(&*payload)
+                crate::entry::panic_message(&*payload)
             ),
         ),
     };
@@ -246,7 +246,7 @@ fn guarded<'py>(entry: &'py Entry, body: impl FnOnce(Python<'py>) -> PyResult<()
     let err = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(py))) {
         Ok(Ok(())) => return 0,
         Ok(Err(err)) => err,
-        Err(payload) => crate::export::panic_error(payload),
+        Err(payload) => crate::entry::panic_error(payload),
     };
     entry.raise(err);
     -1

@@ -78,10 +78,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
-use crate::DLPackTensor;
 use crate::capsule::{RawTensor, import_capsule};
 use crate::exceptions::{stream_error, to_py_err};
-use crate::export::{HostCopy, Reexport, host_copy};
+use crate::export::producers::{HostCopy, Reexport, host_copy};
+use crate::tensor::DLPackTensor;
 
 /// What a consumer asks of the producer, as `from_dlpack(x, device=..., copy=...)` does.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]

@@ -131,15 +131,15 @@ mod export;
 mod import;
 #[cfg(feature = "oneapi")]
 pub mod oneapi;
+mod tensor;
 
 pub use exceptions::to_py_err;
 pub use exchange::{exchange_api, type_exchange_api};
-pub use export::{
-    DLPackTensor, Exporter, PyExporter, dlpack_device, dlpack_method, export_args, to_capsule,
-};
+pub use export::{Exporter, PyExporter, dlpack_device, dlpack_method, export_args, to_capsule};
 pub use import::{
     ImportOptions, dlpack_capsule, from_dlpack, from_dlpack_with, from_dlpack_writable,
 };
+pub use tensor::DLPackTensor;
 
 use pyo3::prelude::*;
 

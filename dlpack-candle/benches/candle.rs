@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 use divan::{Bencher, black_box};
-use dlpack_candle::{CopyMode, Transfer, import, into_dlpack};
-use dlpack_core::ManagedTensor;
+use dlpack_candle::{into_dlpack, into_owned};
+use dlpack_core::{CopyMode, ManagedTensor, Transfer};
 
 fn main() {
     divan::main();
@@ -26,9 +26,9 @@ fn vec_to_candle(bencher: Bencher, len: usize) {
         .with_inputs(|| vec![0.0f32; len])
         .bench_local_values(|data| {
             let dl = ManagedTensor::export(data).unwrap();
-            let imported = import(black_box(dl), CopyMode::Never).unwrap();
-            debug_assert_eq!(imported.transfer, Transfer::Moved);
-            imported.tensor
+            let (tensor, transfer) = into_owned(black_box(dl), CopyMode::Never).unwrap();
+            debug_assert_eq!(transfer, Transfer::Moved);
+            tensor
         });
 }
 
@@ -59,7 +59,7 @@ mod copy_1gib {
         let src = source();
         bencher
             .with_inputs(|| ManagedTensor::export(src.clone()).unwrap())
-            .bench_local_values(|dl| import(dl, CopyMode::Always).unwrap().tensor);
+            .bench_local_values(|dl| into_owned(dl, CopyMode::Always).unwrap().0);
     }
 
     /// The yardstick: `to_vec` of the same 1 GiB.

@@ -4,8 +4,7 @@
 //! Run: `cargo run -p dlpack-candle --example vec_candle`
 
 use candle_core::{Storage, Tensor};
-use dlpack_candle::{CopyMode, CopyReason, Transfer};
-use dlpack_core::ManagedTensor;
+use dlpack_core::{CopyMode, CopyReason, ManagedTensor, Transfer};
 
 /// The address of a candle CPU f32 tensor's storage.
 fn storage_ptr(t: &Tensor) -> Result<*const f32, Box<dyn std::error::Error>> {
@@ -20,46 +19,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Vec -> candle: the Vec becomes candle's storage.
     let data: Vec<f32> = (0..12).map(|i| i as f32).collect();
     let vec_ptr = data.as_ptr();
-    let imported = dlpack_candle::import(ManagedTensor::export(data)?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    let t = imported.tensor.reshape((3, 4))?;
+    let (t, transfer) = dlpack_candle::into_owned(ManagedTensor::export(data)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    let t = t.reshape((3, 4))?;
     println!("Vec data            {vec_ptr:p}");
-    println!(
-        "candle storage      {:p}  ({:?})",
-        storage_ptr(&t)?,
-        imported.transfer
-    );
+    println!("candle storage      {:p}  ({transfer:?})", storage_ptr(&t)?);
     assert_eq!(storage_ptr(&t)?, vec_ptr);
 
     // candle -> DLPack: a read-only view of the same memory, with candle's layout.
     let cols = t.narrow(1, 1, 2)?.t()?; // columns 1 and 2, transposed: strided, offset
     // SAFETY: nothing writes to `t`'s storage until the export comes back below.
     let dl = unsafe { dlpack_candle::into_dlpack(cols.clone()) }?;
-    let first = dl.view::<f32>()?.as_ptr();
     println!(
-        "DLPack data         {:p}  + byte_offset {} = {first:p}, shape {:?}, strides {:?}, read-only {}",
+        "DLPack data         {:p}  (byte_offset {}), shape {:?}, strides {:?}, read-only {}",
         dl.data_ptr(),
         dl.byte_offset(),
         dl.shape(),
         dl.strides(),
         dl.is_read_only()
     );
-    assert_eq!(dl.data_ptr().cast_const().cast::<f32>(), vec_ptr);
-    assert_eq!(first, vec_ptr.wrapping_add(1));
+    // The data pointer is that of the view's first element, column 1 of candle's storage.
+    assert_eq!(dl.byte_offset(), 0);
+    assert_eq!(
+        dl.data_ptr().cast_const().cast::<f32>(),
+        vec_ptr.wrapping_add(1)
+    );
+    assert_eq!(dl.view::<f32>()?.as_ptr(), vec_ptr.wrapping_add(1));
     let values = dl.view::<f32>()?.to_vec().unwrap();
     assert_eq!(values, cols.flatten_all()?.to_vec1::<f32>()?);
     println!("values              {values:?}");
 
     // DLPack -> candle again: the exported candle tensor comes back as itself.
-    let back = dlpack_candle::import(dl, CopyMode::Never)?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
+    let (back, transfer) = dlpack_candle::into_owned(dl, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
     println!(
-        "back in candle      {:p}  ({:?})",
-        storage_ptr(&back.tensor)?,
-        back.transfer
+        "back in candle      {:p}  ({transfer:?})",
+        storage_ptr(&back)?
     );
-    assert_eq!(storage_ptr(&back.tensor)?, vec_ptr);
-    assert_eq!(back.tensor.layout(), cols.layout());
+    assert_eq!(storage_ptr(&back)?, vec_ptr);
+    assert_eq!(back.layout(), cols.layout());
 
     // A copy needs no promise: candle may write in place while it lives.
     let copy = dlpack_candle::to_dlpack(&cols)?;
@@ -73,18 +71,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     assert_eq!(copy.to_vec::<f32>()?, values);
 
-    // Shared memory cannot become candle storage: a copy, said so, or refused.
+    // Shared memory cannot become candle storage: refused under CopyMode::Never, which gives
+    // the tensor back, and copied, said so, when a copy is allowed.
     let shared: std::sync::Arc<[f32]> = vec![1.0, 2.0].into();
-    let copied = dlpack_candle::import(ManagedTensor::export(shared.clone())?, CopyMode::IfNeeded)?;
-    assert_eq!(copied.transfer, Transfer::Copied(CopyReason::NotOwned));
-    println!("Arc<[f32]> data     {:p}", shared.as_ptr());
+    let address = shared.as_ptr();
+    let refused = match dlpack_candle::into_owned(ManagedTensor::export(shared)?, CopyMode::Never) {
+        Ok(_) => return Err("shared memory cannot move into candle".into()),
+        Err(refused) => refused,
+    };
+    println!("with CopyMode::Never: {}", refused.error);
+    let (copied, transfer) = dlpack_candle::into_owned(refused.value, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+    println!("Arc<[f32]> data     {address:p}");
     println!(
-        "copied storage      {:p}  ({:?})",
-        storage_ptr(&copied.tensor)?,
-        copied.transfer
+        "copied storage      {:p}  ({transfer:?})",
+        storage_ptr(&copied)?
     );
-    assert_ne!(storage_ptr(&copied.tensor)?, shared.as_ptr());
-    let refused = dlpack_candle::import(ManagedTensor::export(shared)?, CopyMode::Never);
-    println!("with CopyMode::Never: {}", refused.unwrap_err());
+    assert_ne!(storage_ptr(&copied)?, address);
     Ok(())
 }

@@ -3,13 +3,32 @@
 use core::fmt;
 
 use candle_core::{DType, DeviceLocation};
-use dlpack_core::{DataType, ManagedTensor};
-
-use crate::import::CopyReason;
+use dlpack_core::{DataType, Refused};
 
 /// Everything that can go wrong moving a tensor between candle and DLPack.
 ///
 /// Messages say what was found and what was expected. The enum is `#[non_exhaustive]`.
+/// [`into_owned`](crate::into_owned) and [`into_dlpack`](crate::into_dlpack) refuse with a
+/// [`Refused`] that holds this error and gives their argument back; `?` turns it into this
+/// error (dropping the value) in a function that returns `CandleError`.
+///
+/// ```
+/// use dlpack_candle::CandleError;
+/// use dlpack_core::{CopyMode, CopyReason, ManagedTensor};
+///
+/// fn strict(tensor: ManagedTensor) -> Result<candle_core::Tensor, CandleError> {
+///     let (tensor, _) = dlpack_candle::into_owned(tensor, CopyMode::Never)?;
+///     Ok(tensor)
+/// }
+///
+/// let shared: std::sync::Arc<[f32]> = vec![1.0f32, 2.0].into();
+/// let error = strict(ManagedTensor::export(shared)?).unwrap_err();
+/// assert!(matches!(
+///     error,
+///     CandleError::DLPack(dlpack_core::Error::CopyRefused { reason: CopyReason::NotOwned })
+/// ));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum CandleError {
@@ -38,32 +57,6 @@ pub enum CandleError {
         /// How the nearest dtype relates to it.
         note: &'static str,
     },
-    /// [`CopyMode::Never`](crate::CopyMode::Never) was asked for, but only a copy can make this
-    /// tensor a candle tensor. The tensor is given back, untouched: [`CandleError::into_tensor`].
-    CopyRefused {
-        /// Why a copy would be needed.
-        reason: CopyReason,
-        /// The tensor, still owned (its deleter runs when this error is dropped).
-        tensor: ManagedTensor,
-    },
-    /// A producer handed over a `Vec` whose length is not the tensor's element count (a broken
-    /// [`Export::give_vec`](dlpack_core::Export::give_vec)); the `Vec` was dropped.
-    VecLength {
-        /// The length of the `Vec`.
-        found: usize,
-        /// The tensor's element count.
-        expected: usize,
-    },
-}
-
-impl CandleError {
-    /// The tensor a [`CandleError::CopyRefused`] gives back; `None` for every other error.
-    pub fn into_tensor(self) -> Option<ManagedTensor> {
-        match self {
-            CandleError::CopyRefused { tensor, .. } => Some(tensor),
-            _ => None,
-        }
-    }
 }
 
 impl fmt::Display for CandleError {
@@ -97,16 +90,6 @@ impl fmt::Display for CandleError {
                 }?;
                 f.write_str("; candle holds u8, u32, i16, i32, i64, bf16, f16, f32, f64, f8e4m3 (float8_e4m3fn) and f8e8m0 (float8_e8m0fnu)")
             }
-            CandleError::CopyRefused { reason, tensor } => write!(
-                f,
-                "no-copy import refused: {reason}; the {} tensor of shape {:?} would have to be copied into candle (use CopyMode::IfNeeded to allow it)",
-                tensor.dtype(),
-                tensor.shape()
-            ),
-            CandleError::VecLength { found, expected } => write!(
-                f,
-                "the producer handed over a Vec of {found} elements for a tensor of {expected} elements (expected equal lengths)"
-            ),
         }
     }
 }
@@ -133,10 +116,17 @@ impl std::error::Error for CandleError {
     }
 }
 
-impl<T> From<dlpack_core::Refused<T>> for CandleError {
+impl<T> From<Refused<T>> for CandleError {
     /// The refusal's error (the value it gives back is dropped).
-    fn from(refused: dlpack_core::Refused<T>) -> Self {
+    fn from(refused: Refused<T>) -> Self {
         CandleError::DLPack(refused.error)
+    }
+}
+
+impl<T> From<Refused<T, CandleError>> for CandleError {
+    /// The refusal's error (the value it gives back is dropped).
+    fn from(refused: Refused<T, CandleError>) -> Self {
+        refused.error
     }
 }
 

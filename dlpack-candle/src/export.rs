@@ -6,7 +6,9 @@ use core::ffi::c_void;
 use core::fmt;
 
 use candle_core::{CpuStorage, DType, DeviceLocation, Layout, Storage, Tensor};
-use dlpack_core::{DataType, Device, Export, ExportDesc, Flags, ManagedTensor, give_buffer_vec};
+use dlpack_core::{
+    DataType, Device, Export, ExportDesc, Flags, ManagedTensor, Refused, give_buffer_vec,
+};
 
 use crate::import::{candle_tensor, copy_to_storage};
 use crate::shape::check_products;
@@ -17,10 +19,10 @@ use crate::{CandleError, dlpack_dtype};
 /// The elements are gathered in row-major order, whatever the tensor's strides and offset, into
 /// memory that the managed tensor alone owns: it is writable, flagged [`Flags::IS_COPIED`],
 /// handed over as a `Vec` to a consumer that takes one ([`ManagedTensor::into_vec`]), and
-/// becomes candle storage again, without another copy, through [`import`](crate::import).
-/// candle's storage lock is held only while the elements are read, as for any candle read:
-/// candle may write the tensor in place right after the call, on any thread, while the copy
-/// lives.
+/// becomes candle storage again, without another copy, through
+/// [`into_owned`](crate::into_owned). candle's storage lock is held only while the elements
+/// are read, as for any candle read: candle may write the tensor in place right after the call,
+/// on any thread, while the copy lives.
 ///
 /// ```
 /// use candle_core::{Device, Tensor};
@@ -57,7 +59,7 @@ pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
         // else reads the lent memory.
         let lent = unsafe { CandleExport::lend(tensor.clone(), &storage) }?;
         let lent = ManagedTensor::export(lent)?;
-        copy_to_storage(&lent)?
+        copy_to_storage(&lent, tensor.dtype())?
     };
     let copied = CandleExport {
         held: Held::Copied { storage, layout },
@@ -102,25 +104,34 @@ pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
 /// Nothing may write to `tensor`'s storage until the returned tensor is dropped, by whoever owns
 /// it then (a foreign consumer included), or, if it is reclaimed as a [`CandleExport`], until
 /// that is dropped or made a candle tensor again ([`CandleExport::into_tensor`],
-/// [`import`](crate::import)). Writing means candle's in-place operations (`slice_set`,
+/// [`into_owned`](crate::into_owned)). Writing means candle's in-place operations (`slice_set`,
 /// `const_set`, `zero_set`, `one_set`, `scatter_set`, `scatter_add_set`, `Var::set`,
 /// `inplace_op1`/`2`/`3`) through any tensor or `Var` sharing the storage. Reading it, and every
 /// candle operation that makes a new tensor, are fine.
 ///
 /// # Errors
 ///
-/// [`CandleError::Device`] for a tensor that is not on the CPU, [`CandleError::CandleDType`]
-/// for a dtype DLPack cannot carry, [`CandleError::DLPack`] for a layout the export refuses
-/// (more dimensions than DLPack allows, sizes or strides beyond `i64`, a layout that reaches
-/// outside its storage). The tensor is dropped then.
-pub unsafe fn into_dlpack(tensor: Tensor) -> Result<ManagedTensor, CandleError> {
+/// The tensor comes back, as it was, in the [`Refused`] (`?` turns it into its
+/// [`CandleError`] and drops the tensor): [`CandleError::Device`] for a tensor that is not on
+/// the CPU, [`CandleError::CandleDType`] for a dtype DLPack cannot carry, [`CandleError::DLPack`]
+/// for a layout the export refuses (more dimensions than DLPack allows, sizes or strides beyond
+/// `i64`, a layout that reaches outside its storage).
+pub unsafe fn into_dlpack(tensor: Tensor) -> Result<ManagedTensor, Refused<Tensor, CandleError>> {
     let lent = {
         let (storage, _) = tensor.storage_and_layout();
         // SAFETY: `storage` is `tensor`'s own storage, read under the lock; the caller promises
         // that nothing writes to it while the export, or what is reclaimed from it, lives.
-        unsafe { CandleExport::lend(tensor.clone(), &storage) }?
+        unsafe { CandleExport::lend(tensor.clone(), &storage) }
     };
-    Ok(ManagedTensor::export(lent)?)
+    let error = match lent.map(ManagedTensor::export) {
+        Ok(Ok(exported)) => return Ok(exported),
+        Ok(Err(refused)) => CandleError::DLPack(refused.error),
+        Err(error) => error,
+    };
+    Err(Refused {
+        error,
+        value: tensor,
+    })
 }
 
 /// A candle CPU tensor held for export: the DLPack producer behind [`into_dlpack`] and
@@ -137,8 +148,9 @@ pub unsafe fn into_dlpack(tensor: Tensor) -> Result<ManagedTensor, CandleError> 
 ///   it until the export is made a candle tensor again. The consumer may write it.
 ///
 /// A [`ManagedTensor`] exported from candle comes back as a candle tensor, without a copy,
-/// through [`import`](crate::import) ([`Transfer::Reclaimed`](crate::Transfer::Reclaimed)), or
-/// through `managed.reclaim::<CandleExport>()` and [`CandleExport::into_tensor`].
+/// through [`into_owned`](crate::into_owned)
+/// ([`Transfer::Reclaimed`](dlpack_core::Transfer::Reclaimed)), or through
+/// `managed.reclaim::<CandleExport>()` and [`CandleExport::into_tensor`].
 pub struct CandleExport {
     held: Held,
     dtype: DataType,

@@ -1,36 +1,15 @@
 //! candle <-> DLPack: candle CPU tensors in and out of DLPack, without a copy wherever that is
 //! sound, and saying when a copy happened.
 //!
-//! - [`into_dlpack`] lends a candle tensor to any DLPack consumer (NumPy, PyTorch, an ndarray
-//!   view through `dlpack-ndarray`, ...) on candle's own memory, with the tensor's real strides
-//!   and offset (after `narrow`, `transpose`, `i(..)`), flagged read-only. It is `unsafe`: the
-//!   caller promises that nothing writes to the tensor's storage meanwhile (see below).
-//! - [`to_dlpack`] copies a candle tensor into a compact row-major DLPack tensor that owns its
-//!   memory: safe, writable, flagged `IS_COPIED`.
-//! - [`import`] makes a candle tensor from a DLPack tensor. candle's CPU storage must own a
-//!   `Vec` of exactly the tensor's elements in row-major order, so the import takes the
-//!   producer's `Vec` when the producer owns its elements as one, the layout is compact
-//!   row-major from the `Vec`'s first element, and the tensor is (nearly) all of the `Vec`'s
-//!   allocation (dlpack-core's `VecSlot::takes`: at most as much spare room as the tensor
-//!   itself, or under 4 KiB). That is a `Vec`, a `Box<[T]>`, a derived struct over a `Vec`, a
-//!   standard-layout owned ndarray `Array` (also one sliced to most of its `Vec`), a nalgebra
-//!   `DVector`; not a Fortran-order `Array`, one sliced past the start of its `Vec` or to a
-//!   small part of it (its first row, say, which a copy frees from the rest), nor a `DMatrix`
-//!   of more than one row and column, which is column-major. It gives
-//!   a tensor exported from candle back as a candle tensor, and otherwise copies. The result
-//!   says which ([`Transfer`]); [`CopyMode::Never`] turns the copy into an error.
-//!
 //! ```
-//! use candle_core::{Device, Tensor};
-//! use dlpack_candle::{CopyMode, Transfer};
-//! use dlpack_core::ManagedTensor;
+//! use dlpack_core::{CopyMode, CopyReason, Error, ManagedTensor, Transfer};
 //!
 //! // Vec -> candle: the Vec becomes candle's storage.
 //! let data: Vec<f32> = (0..6).map(|i| i as f32).collect();
 //! let address = data.as_ptr();
-//! let imported = dlpack_candle::import(ManagedTensor::export(data)?, CopyMode::Never)?;
-//! assert_eq!(imported.transfer, Transfer::Moved);
-//! let t = imported.tensor.reshape((2, 3))?;
+//! let (t, transfer) = dlpack_candle::into_owned(ManagedTensor::export(data)?, CopyMode::Never)?;
+//! assert_eq!(transfer, Transfer::Moved);
+//! let t = t.reshape((2, 3))?;
 //!
 //! // candle -> DLPack: a read-only tensor on the same memory, here transposed.
 //! // SAFETY: nothing writes to `t`'s storage while the export lives.
@@ -43,16 +22,59 @@
 //! }
 //!
 //! // ... and back: the same candle tensor, not a copy.
-//! let back = dlpack_candle::import(dl, CopyMode::Never)?;
-//! assert_eq!(back.transfer, Transfer::Reclaimed);
-//! assert_eq!(back.tensor.dims(), &[3, 2]);
+//! let (back, transfer) = dlpack_candle::into_owned(dl, CopyMode::Never)?;
+//! assert_eq!((transfer, back.dims()), (Transfer::Reclaimed, &[3, 2][..]));
 //!
 //! // A copy needs no promise: candle writes in place while it lives.
 //! let copy = dlpack_candle::to_dlpack(&t)?;
 //! t.zero_set()?;
 //! assert_eq!(copy.to_vec::<f32>()?, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+//!
+//! // Memory candle cannot own (here shared, an `Arc<[f32]>`) is copied, or refused under
+//! // `CopyMode::Never`, which gives the tensor back.
+//! let shared: std::sync::Arc<[f32]> = vec![1.0f32, 2.0].into();
+//! let refused = dlpack_candle::into_owned(ManagedTensor::export(shared)?, CopyMode::Never)
+//!     .unwrap_err();
+//! assert!(matches!(
+//!     refused.error,
+//!     dlpack_candle::CandleError::DLPack(Error::CopyRefused { reason: CopyReason::NotOwned })
+//! ));
+//! let copy = dlpack_candle::to_owned(&refused.value)?; // the tensor stays the caller's
+//! assert_eq!(copy.to_vec1::<f32>()?, [1.0, 2.0]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! | function | what it does |
+//! |---|---|
+//! | [`into_dlpack`]`(tensor)` | `unsafe`: lends a candle tensor out on candle's own memory, read-only, with its strides and offset; a refusal gives the tensor back |
+//! | [`to_dlpack`]`(&tensor)` | copies a candle tensor into a compact row-major DLPack tensor that owns the copy: safe and writable |
+//! | [`into_owned`]`(tensor, mode)` | takes a DLPack tensor over as a candle tensor, reclaimed, moved or copied as `mode` allows, and says which; a refusal gives the tensor back |
+//! | [`to_owned`]`(&tensor)` | copies a DLPack tensor the caller keeps (a `BorrowedTensor`, say) into a new candle tensor |
+//!
+//! [`into_dlpack`] lends to any DLPack consumer (NumPy, PyTorch, an ndarray view through
+//! `dlpack-ndarray`, ...) the tensor as candle holds it, views included (after `narrow`,
+//! `transpose`, `i(..)`). It is `unsafe`: the caller promises that nothing writes to the
+//! tensor's storage meanwhile ([below](#exports-never-block-candle)). Refusals are
+//! [`Refused`](dlpack_core::Refused) values, holding the [`CandleError`] and the argument.
+//!
+//! These are the verbs every adapter crate of the workspace offers, and they speak
+//! dlpack-core's words: [`CopyMode`](dlpack_core::CopyMode),
+//! [`Transfer`](dlpack_core::Transfer) and [`CopyReason`](dlpack_core::CopyReason), used from
+//! `dlpack_core` (which every caller has: [`into_owned`] takes its `ManagedTensor`), not
+//! re-exported. candle has no borrowed tensor views, so there is no `export_view` or `view`
+//! here: [`into_dlpack`] lends a tensor that candle itself shares.
+//!
+//! [`into_owned`] gives candle a tensor without a copy where candle's storage model allows:
+//! candle's CPU storage must own a `Vec` of exactly the tensor's elements in row-major order,
+//! so it takes the producer's `Vec` when the producer owns its elements as one, the layout is
+//! compact row-major from the `Vec`'s first element, and the tensor is (nearly) all of the
+//! `Vec`'s allocation (dlpack-core's `VecSlot::takes`: at most as much spare room as the tensor
+//! itself, or under 4 KiB). That is a `Vec`, a `Box<[T]>`, a derived struct over a `Vec`, a
+//! standard-layout owned ndarray `Array` (also one sliced to most of its `Vec`), a nalgebra
+//! `DVector`; not a Fortran-order `Array`, one sliced past the start of its `Vec` or to a small
+//! part of it (its first row, say, which a copy frees from the rest), nor a `DMatrix` of more
+//! than one row and column, which is column-major. It gives a tensor exported from candle back
+//! as a candle tensor, and otherwise copies.
 //!
 //! # dtypes
 //!
@@ -97,4 +119,4 @@ mod shape;
 pub use dtype::{Float8E8M0, candle_dtype, dlpack_dtype};
 pub use error::CandleError;
 pub use export::{CandleExport, into_dlpack, to_dlpack};
-pub use import::{CopyMode, CopyReason, Imported, Transfer, copy_to_candle, import};
+pub use import::{into_owned, to_owned};

@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, DType, Device, IndexOp, Storage, Tensor};
 use common::{Counted, Drops, finishes, lend, storage_address};
-use dlpack_candle::{
-    CandleError, CopyMode, CopyReason, Float8E8M0, Transfer, candle_dtype, copy_to_candle, import,
-    to_dlpack,
-};
+use dlpack_candle::{CandleError, Float8E8M0, candle_dtype, into_owned, to_dlpack, to_owned};
 use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
-use dlpack_core::{BorrowedTensor, DataType, DataTypeCode, Error, Flags, ManagedTensor, Version};
+use dlpack_core::{
+    BorrowedTensor, CopyMode, CopyReason, DataType, DataTypeCode, Error, Flags, ManagedTensor,
+    Transfer, Version,
+};
 
 type Result = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -78,9 +78,9 @@ fn unfold_sliding_windows_export_their_overlapping_layout() -> Result {
         dl.view::<i64>()?.to_vec().unwrap(),
         windows.flatten_all()?.to_vec1::<i64>()?
     );
-    let copied = import(dl, CopyMode::Always)?;
+    let (copied, _) = into_owned(dl, CopyMode::Always)?;
     assert_eq!(
-        copied.tensor.to_vec2::<i64>()?,
+        copied.to_vec2::<i64>()?,
         [[0, 1, 2, 3], [3, 4, 5, 6], [6, 7, 8, 9]]
     );
     Ok(())
@@ -128,12 +128,20 @@ fn a_broadcast_too_large_to_copy_fails_cleanly() -> Result {
     let dl = lend(&huge)?;
     assert_eq!(dl.strides(), &[0, 0]);
     assert_eq!(dl.view::<f32>()?.get(&[(1 << 40) - 1, 3]), Some(&1.5));
-    let err = import(dl, CopyMode::Always).expect_err("16 TiB cannot be allocated");
+    let refused = into_owned(dl, CopyMode::Always).expect_err("16 TiB cannot be allocated");
     assert!(
-        matches!(err, CandleError::DLPack(Error::OutOfMemory { .. })),
-        "{err}"
+        matches!(
+            refused.error,
+            CandleError::DLPack(Error::OutOfMemory { .. })
+        ),
+        "{refused}"
     );
-    drop(err);
+    assert_eq!(
+        refused.value.shape(),
+        [1 << 40, 4],
+        "the failed copy gives it back"
+    );
+    drop(refused);
     let err = to_dlpack(&huge).expect_err("16 TiB cannot be allocated");
     assert!(
         matches!(err, CandleError::DLPack(Error::OutOfMemory { .. })),
@@ -141,9 +149,9 @@ fn a_broadcast_too_large_to_copy_fails_cleanly() -> Result {
     );
     writable_again(&base);
     // Reclaimed, it is the same broadcast candle tensor.
-    let back = import(lend(&huge)?, CopyMode::Never)?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert_eq!(back.tensor.layout(), huge.layout());
+    let (back, transfer) = into_owned(lend(&huge)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(back.layout(), huge.layout());
     Ok(())
 }
 
@@ -172,26 +180,26 @@ fn empty_and_zero_d_views_at_the_very_end_of_the_storage() -> Result {
     assert_eq!((dl.shape(), dl.byte_offset()), (&[0i64][..], 0));
     assert_eq!(dl.data_ptr().addr(), storage_address(&t) + 48);
     assert!(dl.view::<f64>()?.to_vec().unwrap().is_empty());
-    let copied = import(dl, CopyMode::Always)?;
-    assert_eq!(copied.tensor.dims(), &[0]);
+    let (copied, _) = into_owned(dl, CopyMode::Always)?;
+    assert_eq!(copied.dims(), &[0]);
     // 0-d, the last element.
     let last = t.i(5)?;
     let dl = lend(&last)?;
     assert_eq!((dl.shape(), dl.byte_offset()), (&[] as &[i64], 0));
     assert_eq!(dl.data_ptr().addr(), storage_address(&t) + 40);
     assert_eq!(dl.view::<f64>()?.get(&[]), Some(&5.0));
-    let copied = import(dl, CopyMode::IfNeeded)?;
-    assert_eq!(copied.transfer, Transfer::Reclaimed);
-    assert_eq!(copied.tensor.to_scalar::<f64>()?, 5.0);
-    let copied = import(lend(&last)?, CopyMode::Always)?;
-    assert_eq!(copied.tensor.dims(), &[] as &[usize]);
-    assert_eq!(copied.tensor.to_scalar::<f64>()?, 5.0);
+    let (copied, transfer) = into_owned(dl, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(copied.to_scalar::<f64>()?, 5.0);
+    let (copied, _) = into_owned(lend(&last)?, CopyMode::Always)?;
+    assert_eq!(copied.dims(), &[] as &[usize]);
+    assert_eq!(copied.to_scalar::<f64>()?, 5.0);
     // A tensor with no storage at all.
     let none = Tensor::zeros((0, 3), DType::BF16, &Device::Cpu)?;
     let dl = lend(&none)?;
     assert_eq!(dl.shape(), &[0, 3]);
-    let copied = import(dl, CopyMode::Always)?;
-    assert_eq!(copied.tensor.dims(), &[0, 3]);
+    let (copied, _) = into_owned(dl, CopyMode::Always)?;
+    assert_eq!(copied.dims(), &[0, 3]);
     writable_again(&t);
     Ok(())
 }
@@ -212,9 +220,9 @@ fn unsqueezed_and_size_one_axes_with_large_strides_export_and_copy() -> Result {
             "{:?}",
             v.layout()
         );
-        let copied = import(lend(&v)?, CopyMode::Always)?;
+        let (copied, _) = into_owned(lend(&v)?, CopyMode::Always)?;
         assert_eq!(
-            copied.tensor.flatten_all()?.to_vec1::<u32>()?,
+            copied.flatten_all()?.to_vec1::<u32>()?,
             v.flatten_all()?.to_vec1::<u32>()?
         );
     }
@@ -299,11 +307,11 @@ fn a_0_d_vec_producer_moves_into_a_candle_scalar() -> Result {
     let mut producer = Counted::new(vec![4.25f32], &drops);
     producer.shape = vec![];
     let address = producer.data.as_ptr().addr();
-    let imported = import(ManagedTensor::export(producer)?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    assert_eq!(imported.tensor.dims(), &[] as &[usize]);
-    assert_eq!(storage_address(&imported.tensor), address);
-    assert_eq!(imported.tensor.to_scalar::<f32>()?, 4.25);
+    let (imported, transfer) = into_owned(ManagedTensor::export(producer)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    assert_eq!(imported.dims(), &[] as &[usize]);
+    assert_eq!(storage_address(&imported), address);
+    assert_eq!(imported.to_scalar::<f32>()?, 4.25);
     assert_eq!(drops.count(), 1);
     Ok(())
 }
@@ -315,11 +323,11 @@ fn size_one_axes_with_any_stride_still_move() -> Result {
     producer.shape = vec![1, 3, 1];
     producer.strides = Some(vec![99, 1, 7]);
     let address = producer.data.as_ptr().addr();
-    let imported = import(ManagedTensor::export(producer)?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    assert_eq!(storage_address(&imported.tensor), address);
-    assert_eq!(imported.tensor.dims(), &[1, 3, 1]);
-    assert_eq!(imported.tensor.flatten_all()?.to_vec1::<i64>()?, [1, 2, 3]);
+    let (imported, transfer) = into_owned(ManagedTensor::export(producer)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    assert_eq!(storage_address(&imported), address);
+    assert_eq!(imported.dims(), &[1, 3, 1]);
+    assert_eq!(imported.flatten_all()?.to_vec1::<i64>()?, [1, 2, 3]);
     Ok(())
 }
 
@@ -330,9 +338,9 @@ fn a_legacy_export_of_a_vec_moves_without_a_copy() -> Result {
     let raw = ManagedTensor::export(data)?.into_raw_legacy()?;
     // SAFETY: just exported, owned here.
     let dl = unsafe { ManagedTensor::from_raw_legacy(raw)? };
-    let imported = import(dl, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    assert_eq!(storage_address(&imported.tensor), address);
+    let (imported, transfer) = into_owned(dl, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    assert_eq!(storage_address(&imported), address);
     Ok(())
 }
 
@@ -342,21 +350,19 @@ fn a_read_only_owner_is_copied_never_moved() -> Result {
     let producer = Counted::new(vec![1.0f32, 2.0, 3.0], &drops);
     let address = producer.data.as_ptr().addr();
     let ro = ManagedTensor::export(producer)?.into_read_only();
-    let err = import(ro, CopyMode::Never).unwrap_err();
+    let refused = into_owned(ro, CopyMode::Never).unwrap_err();
     assert!(
         matches!(
-            err,
-            CandleError::CopyRefused {
-                reason: CopyReason::NotOwned,
-                ..
-            }
+            refused.error,
+            CandleError::DLPack(Error::CopyRefused {
+                reason: CopyReason::NotOwned
+            })
         ),
-        "{err}"
+        "{refused}"
     );
-    let ro = err.into_tensor().unwrap();
-    let imported = import(ro, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
-    assert_ne!(storage_address(&imported.tensor), address);
+    let (imported, transfer) = into_owned(refused.value, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_ne!(storage_address(&imported), address);
     assert_eq!(drops.count(), 1);
     Ok(())
 }
@@ -392,15 +398,15 @@ fn a_read_only_foreign_tensor_is_copied_and_candle_writes_do_not_reach_it() -> R
         },
     });
     let address = data.as_ptr().addr();
-    // SAFETY: a well-formed tensor whose memory outlives it (it is consumed by `import` below,
+    // SAFETY: a well-formed tensor whose memory outlives it (it is consumed by `into_owned` below,
     // before `data`, `shape` and `strides` go).
     let dl = unsafe { ManagedTensor::from_raw(Box::into_raw(managed))? };
     assert!(dl.is_read_only());
-    let imported = import(dl, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
+    let (imported, transfer) = into_owned(dl, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_eq!(RO_DELETES.load(Ordering::SeqCst), 1);
-    assert_ne!(storage_address(&imported.tensor), address);
-    imported.tensor.one_set()?;
+    assert_ne!(storage_address(&imported), address);
+    imported.one_set()?;
     assert_eq!(
         data,
         [1.0, 2.0, 3.0, 4.0],
@@ -425,7 +431,7 @@ fn a_lent_read_only_tensor_is_copied_and_candle_writes_do_not_reach_it() -> Resu
     };
     // SAFETY: every pointer refers to a local that outlives the borrow.
     let lent = unsafe { BorrowedTensor::new(&t, Version::CURRENT, Flags::READ_ONLY)? };
-    let copy = copy_to_candle(&lent)?;
+    let copy = to_owned(&lent)?;
     drop(lent);
     copy.zero_set()?;
     assert_eq!(data, [1, 2, 3, 4, 5, 6]);
@@ -456,17 +462,15 @@ fn a_wrapped_candle_export_is_copied_not_reclaimed() -> Result {
     // Wrapped in another owner, candle's export is no longer reclaimable: a copy.
     let wrapped = ManagedTensor::export(lend(&strided)?)?;
     assert!(wrapped.is_read_only());
-    let imported = import(wrapped, CopyMode::IfNeeded)?;
-    assert_eq!(
-        imported.transfer,
-        Transfer::Copied(CopyReason::NotContiguous)
-    );
-    assert_eq!(imported.tensor.flatten_all()?.to_vec1::<f32>()?, want);
+    let (imported, transfer) = into_owned(wrapped, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
+    assert_eq!(imported.flatten_all()?.to_vec1::<f32>()?, want);
     writable_again(&base);
     // Refused, given back, dropped.
     let wrapped = ManagedTensor::export(lend(&base)?)?;
-    let err = import(wrapped, CopyMode::Never).unwrap_err();
-    let back = err.into_tensor().unwrap();
+    let refused = into_owned(wrapped, CopyMode::Never).unwrap_err();
+    let back = refused.value;
+    assert_eq!(back.shape(), [3, 4]);
     drop(back);
     writable_again(&base);
     Ok(())
@@ -476,21 +480,21 @@ fn a_wrapped_candle_export_is_copied_not_reclaimed() -> Result {
 fn an_export_reclaimed_on_another_thread_is_the_same_tensor() -> Result {
     let t = Tensor::arange(0i64, 6, &Device::Cpu)?;
     let dl = lend(&t)?;
-    let back = std::thread::spawn(move || import(dl, CopyMode::Never))
+    let (back, transfer) = std::thread::spawn(move || into_owned(dl, CopyMode::Never))
         .join()
-        .expect("import thread panicked")?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert_eq!(storage_address(&back.tensor), storage_address(&t));
+        .expect("into_owned thread panicked")?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(storage_address(&back), storage_address(&t));
     drop(back);
     writable_again(&t);
     let copy = to_dlpack(&t)?;
     let address = copy.data_ptr().addr();
-    let back = std::thread::spawn(move || import(copy, CopyMode::Never))
+    let (back, transfer) = std::thread::spawn(move || into_owned(copy, CopyMode::Never))
         .join()
-        .expect("import thread panicked")?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert_eq!(storage_address(&back.tensor), address);
-    assert_eq!(back.tensor.to_vec1::<i64>()?, [0; 6]);
+        .expect("into_owned thread panicked")?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(storage_address(&back), address);
+    assert_eq!(back.to_vec1::<i64>()?, [0; 6]);
     Ok(())
 }
 
@@ -502,21 +506,21 @@ fn every_candle_dtype_round_trips_moved_exported_and_reclaimed_by_address() -> R
     {
         let address = values.as_ptr().addr();
         let want = values.clone();
-        let moved = import(ManagedTensor::export(values)?, CopyMode::Never)?;
-        assert_eq!(moved.transfer, Transfer::Moved);
-        let t = moved.tensor.reshape((2, 2))?.t()?;
+        let (moved, transfer) = into_owned(ManagedTensor::export(values)?, CopyMode::Never)?;
+        assert_eq!(transfer, Transfer::Moved);
+        let t = moved.reshape((2, 2))?.t()?;
         let dl = lend(&t)?;
         assert_eq!(dl.data_ptr().addr(), address);
         assert_eq!(dl.view::<T>()?.as_ptr().addr(), address);
-        let back = import(dl, CopyMode::Never)?;
-        assert_eq!(back.transfer, Transfer::Reclaimed);
-        assert_eq!(storage_address(&back.tensor), address);
-        let copied = import(lend(&back.tensor)?, CopyMode::Always)?;
+        let (back, transfer) = into_owned(dl, CopyMode::Never)?;
+        assert_eq!(transfer, Transfer::Reclaimed);
+        assert_eq!(storage_address(&back), address);
+        let (copied, _) = into_owned(lend(&back)?, CopyMode::Always)?;
         assert_eq!(
-            copied.tensor.flatten_all()?.to_vec1::<T>()?,
+            copied.flatten_all()?.to_vec1::<T>()?,
             [want[0], want[2], want[1], want[3]]
         );
-        writable_again(&back.tensor);
+        writable_again(&back);
         Ok(())
     }
     round_trip(vec![1u8, 2, 3, 4])?;
@@ -549,9 +553,9 @@ fn ranks_up_to_dlpacks_limit_export_and_a_higher_rank_is_refused() -> Result {
     let high = t.reshape(vec![1usize; dlpack_core::MAX_NDIM])?;
     let dl = lend(&high)?;
     assert_eq!(dl.ndim(), dlpack_core::MAX_NDIM);
-    let copied = import(dl, CopyMode::Always)?;
-    assert_eq!(copied.tensor.dims().len(), dlpack_core::MAX_NDIM);
-    assert_eq!(copied.tensor.flatten_all()?.to_vec1::<i32>()?, [9]);
+    let (copied, _) = into_owned(dl, CopyMode::Always)?;
+    assert_eq!(copied.dims().len(), dlpack_core::MAX_NDIM);
+    assert_eq!(copied.flatten_all()?.to_vec1::<i32>()?, [9]);
     let too_high = t.reshape(vec![1usize; dlpack_core::MAX_NDIM + 1])?;
     for export in [lend, to_dlpack] {
         let err = export(&too_high).expect_err("more dimensions than DLPack allows");
@@ -572,10 +576,10 @@ fn a_producer_that_gives_too_long_a_vec_moves_just_the_tensors_elements() -> Res
     let mut producer = Counted::new(vec![1u8, 2, 3], &drops);
     producer.shape = vec![2];
     let address = producer.data.as_ptr().addr();
-    let imported = import(ManagedTensor::export(producer)?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    assert_eq!(storage_address(&imported.tensor), address);
-    assert_eq!(imported.tensor.to_vec1::<u8>()?, [1, 2]);
+    let (imported, transfer) = into_owned(ManagedTensor::export(producer)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    assert_eq!(storage_address(&imported), address);
+    assert_eq!(imported.to_vec1::<u8>()?, [1, 2]);
     assert_eq!(drops.count(), 1);
     Ok(())
 }

@@ -5,8 +5,10 @@ mod common;
 
 use candle_core::{DType, Device, IndexOp, Tensor, WithDType};
 use common::{lend, storage_address};
-use dlpack_candle::{CandleError, CopyMode, Float8E8M0, Transfer, import, into_dlpack, to_dlpack};
-use dlpack_core::{DataType, DataTypeCode, Element, Error, Flags, ManagedTensor};
+use dlpack_candle::{CandleError, Float8E8M0, into_dlpack, into_owned, to_dlpack};
+use dlpack_core::{
+    CopyMode, DataType, DataTypeCode, Element, Error, Flags, ManagedTensor, Transfer,
+};
 
 type Result = std::result::Result<(), Box<dyn std::error::Error>>;
 
@@ -178,9 +180,9 @@ fn f8e8m0_exports_as_float8_e8m0fnu_bytes_in_any_layout() -> Result {
     assert_eq!((copy.strides(), copy.byte_offset()), (&[3i64, 1][..], 0));
     let got: Vec<u8> = copy.view::<Float8E8M0>()?.iter().map(|v| v.0).collect();
     assert_eq!(got, [121, 125, 129, 122, 126, 130, 123, 127, 131]);
-    let back = import(copy, CopyMode::Never)?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert_eq!(back.tensor.dtype(), DType::F8E8M0);
+    let (back, transfer) = into_owned(copy, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(back.dtype(), DType::F8E8M0);
     Ok(())
 }
 
@@ -242,9 +244,9 @@ fn lent_at(dl: ManagedTensor, address: usize, want: &[f32]) -> Result {
     assert_eq!(dl.data_ptr().addr(), address);
     assert_eq!(dl.view::<f32>()?.as_ptr().addr(), address);
     assert_eq!(dl.to_vec::<f32>()?, want);
-    let back = import(dl, CopyMode::Never)?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert_eq!(storage_address(&back.tensor), address);
+    let (back, transfer) = into_owned(dl, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(storage_address(&back), address);
     Ok(())
 }
 
@@ -297,13 +299,13 @@ fn to_dlpack_owns_its_copy_which_a_consumer_may_write_take_as_a_vec_or_give_back
         (0..24).map(|i| i as f32).collect::<Vec<_>>()
     );
     // Given back, it is candle storage as it is: no copy.
-    let back = import(dl, CopyMode::Never)?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert_eq!(storage_address(&back.tensor), address);
-    assert_eq!(back.tensor.dims(), cols.dims());
+    let (back, transfer) = into_owned(dl, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(storage_address(&back), address);
+    assert_eq!(back.dims(), cols.dims());
     let mut written = want.clone();
     written[0] = -1.0;
-    assert_eq!(back.tensor.flatten_all()?.to_vec1::<f32>()?, written);
+    assert_eq!(back.flatten_all()?.to_vec1::<f32>()?, written);
     // Taken as a Vec: the copy's own memory.
     let dl = to_dlpack(&cols)?;
     let address = dl.data_ptr().addr();

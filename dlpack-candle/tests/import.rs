@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use candle_core::{DType, Device, IndexOp, Tensor, WithDType};
 use common::{Counted, Drops, Raw, lend, storage_address};
-use dlpack_candle::{
-    CandleError, CopyMode, CopyReason, Float8E8M0, Transfer, copy_to_candle, import,
-};
+use dlpack_candle::{CandleError, Float8E8M0, into_owned, to_owned};
 use dlpack_core::ffi::{DLManagedTensorVersioned, DLTensor};
 use dlpack_core::{
-    BorrowedTensor, DataType, DataTypeCode, Element, Error, Flags, ManagedTensor, Version,
+    BorrowedTensor, CopyMode, CopyReason, DataType, DataTypeCode, Element, Error, Flags,
+    ManagedTensor, Refused, Transfer, Version,
 };
 
 type Result = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -28,10 +27,9 @@ fn moves_without_a_copy<T: Element + WithDType + PartialEq + std::fmt::Debug>() 
     let address = data.as_ptr().addr();
     let mut producer = Counted::new(data, &drops);
     producer.shape = vec![2, 3, 4];
-    let imported = import(ManagedTensor::export(producer)?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
+    let (t, transfer) = into_owned(ManagedTensor::export(producer)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
     assert_eq!(drops.count(), 1, "the emptied producer is dropped once");
-    let t = imported.tensor;
     assert_eq!(
         (t.dtype(), t.dims()),
         (<T as WithDType>::DTYPE, &[2, 3, 4][..])
@@ -65,12 +63,12 @@ fn copies_strided<T: Element + WithDType + PartialEq + std::fmt::Debug>() -> Res
     let t = Tensor::from_vec(ramp::<T>(24), (2, 3, 4), &Device::Cpu)?
         .narrow(2, 1, 3)?
         .transpose(0, 1)?;
-    let copied = import(lend(&t)?, CopyMode::Always)?;
-    assert_eq!(copied.transfer, Transfer::Copied(CopyReason::Requested));
-    assert!(copied.tensor.is_contiguous());
-    assert_eq!(copied.tensor.dims(), t.dims());
+    let (copied, transfer) = into_owned(lend(&t)?, CopyMode::Always)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Requested));
+    assert!(copied.is_contiguous());
+    assert_eq!(copied.dims(), t.dims());
     assert_eq!(
-        copied.tensor.flatten_all()?.to_vec1::<T>()?,
+        copied.flatten_all()?.to_vec1::<T>()?,
         t.flatten_all()?.to_vec1::<T>()?
     );
     Ok(())
@@ -95,10 +93,10 @@ fn a_strided_tensor_of_every_candle_dtype_copies_with_its_values() -> Result {
 fn a_boxed_slice_moves_into_candle_without_a_copy() -> Result {
     let data: Box<[i32]> = vec![5, 6, 7].into_boxed_slice();
     let address = data.as_ptr().addr();
-    let imported = import(ManagedTensor::export(data)?, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    assert_eq!(storage_address(&imported.tensor), address);
-    assert_eq!(imported.tensor.to_vec1::<i32>()?, [5, 6, 7]);
+    let (imported, transfer) = into_owned(ManagedTensor::export(data)?, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Moved);
+    assert_eq!(storage_address(&imported), address);
+    assert_eq!(imported.to_vec1::<i32>()?, [5, 6, 7]);
     Ok(())
 }
 
@@ -106,9 +104,9 @@ fn a_boxed_slice_moves_into_candle_without_a_copy() -> Result {
 fn float8_e8m0_bytes_move_into_a_candle_f8e8m0_tensor() -> Result {
     let data: Vec<Float8E8M0> = (125..131).map(Float8E8M0).collect();
     let address = data.as_ptr().addr();
-    let imported = import(ManagedTensor::export(data)?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    let t = imported.tensor.reshape((2, 3))?;
+    let (imported, transfer) = into_owned(ManagedTensor::export(data)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    let t = imported.reshape((2, 3))?;
     assert_eq!(t.dtype(), DType::F8E8M0);
     assert_eq!(storage_address(&t), address);
     // Back out through DLPack, transposed: the same bytes.
@@ -120,10 +118,11 @@ fn float8_e8m0_bytes_move_into_a_candle_f8e8m0_tensor() -> Result {
         .collect();
     assert_eq!(values, [0.25, 2.0, 0.5, 4.0, 1.0, 8.0]);
     // ... and copied back in, gathered into row-major order.
-    let copied = import(dl, CopyMode::Always)?;
-    assert_eq!(copied.tensor.dtype(), DType::F8E8M0);
-    assert!(copied.tensor.is_contiguous());
-    let dl = lend(&copied.tensor)?;
+    let (copied, transfer) = into_owned(dl, CopyMode::Always)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Requested));
+    assert_eq!(copied.dtype(), DType::F8E8M0);
+    assert!(copied.is_contiguous());
+    let dl = lend(&copied)?;
     let bytes: Vec<u8> = dl.view::<Float8E8M0>()?.iter().map(|v| v.0).collect();
     assert_eq!(bytes, [125, 128, 126, 129, 127, 130]);
     Ok(())
@@ -136,9 +135,8 @@ fn a_tensor_exported_from_candle_comes_back_as_the_same_tensor() -> Result {
     let raw = lend(&strided)?.into_raw()?; // as a C consumer would receive it
     // SAFETY: `raw` was just exported and is owned here.
     let dl = unsafe { ManagedTensor::from_raw(raw)? };
-    let imported = import(dl, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Reclaimed);
-    let t = imported.tensor;
+    let (t, transfer) = into_owned(dl, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
     assert!(t.is_contiguous() == strided.is_contiguous());
     assert_eq!(t.layout(), strided.layout());
     assert_eq!(storage_address(&t), storage_address(&base));
@@ -154,10 +152,11 @@ fn a_tensor_exported_from_candle_comes_back_as_the_same_tensor() -> Result {
 #[test]
 fn shared_memory_is_copied_and_the_reason_is_reported() -> Result {
     let shared: Arc<[f64]> = vec![1.5, 2.5, 3.5].into();
-    let imported = import(ManagedTensor::export(shared.clone())?, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
-    assert_ne!(storage_address(&imported.tensor), shared.as_ptr().addr());
-    assert_eq!(imported.tensor.to_vec1::<f64>()?, [1.5, 2.5, 3.5]);
+    let (imported, transfer) =
+        into_owned(ManagedTensor::export(shared.clone())?, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_ne!(storage_address(&imported), shared.as_ptr().addr());
+    assert_eq!(imported.to_vec1::<f64>()?, [1.5, 2.5, 3.5]);
     assert_eq!(
         Arc::strong_count(&shared),
         1,
@@ -173,14 +172,11 @@ fn a_strided_tensor_is_gathered_into_row_major_candle_storage() -> Result {
     let mut producer = Counted::new(vec![0u32, 1, 2, 3, 4, 5], &drops);
     producer.shape = vec![3, 2];
     producer.strides = Some(vec![1, 3]);
-    let imported = import(ManagedTensor::export(producer)?, CopyMode::IfNeeded)?;
-    assert_eq!(
-        imported.transfer,
-        Transfer::Copied(CopyReason::NotContiguous)
-    );
+    let (imported, transfer) = into_owned(ManagedTensor::export(producer)?, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
     assert_eq!(drops.count(), 1);
-    assert!(imported.tensor.is_contiguous());
-    assert_eq!(imported.tensor.to_vec2::<u32>()?, [[0, 3], [1, 4], [2, 5]]);
+    assert!(imported.is_contiguous());
+    assert_eq!(imported.to_vec2::<u32>()?, [[0, 3], [1, 4], [2, 5]]);
     Ok(())
 }
 
@@ -190,10 +186,10 @@ fn a_producer_that_keeps_its_vec_is_copied() -> Result {
     let mut producer = Counted::new(vec![1i16, 2, 3, 4], &drops);
     producer.gives = false;
     let address = producer.data.as_ptr().addr();
-    let imported = import(ManagedTensor::export(producer)?, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
-    assert_ne!(storage_address(&imported.tensor), address);
-    assert_eq!(imported.tensor.to_vec1::<i16>()?, [1, 2, 3, 4]);
+    let (imported, transfer) = into_owned(ManagedTensor::export(producer)?, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_ne!(storage_address(&imported), address);
+    assert_eq!(imported.to_vec1::<i16>()?, [1, 2, 3, 4]);
     assert_eq!(
         drops.count(),
         1,
@@ -207,19 +203,19 @@ fn always_copies_even_a_vec_that_could_move() -> Result {
     let drops = Drops::default();
     let producer = Counted::new(vec![1.0f32, 2.0], &drops);
     let address = producer.data.as_ptr().addr();
-    let imported = import(ManagedTensor::export(producer)?, CopyMode::Always)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::Requested));
-    assert!(imported.transfer.is_copy());
-    assert_ne!(storage_address(&imported.tensor), address);
-    assert_eq!(imported.tensor.to_vec1::<f32>()?, [1.0, 2.0]);
+    let (imported, transfer) = into_owned(ManagedTensor::export(producer)?, CopyMode::Always)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Requested));
+    assert!(transfer.is_copy());
+    assert_ne!(storage_address(&imported), address);
+    assert_eq!(imported.to_vec1::<f32>()?, [1.0, 2.0]);
     assert_eq!(drops.count(), 1);
 
     // A candle export is copied too, not reclaimed.
     let t = Tensor::new(&[7u8, 8, 9], &Device::Cpu)?;
-    let copied = import(lend(&t)?, CopyMode::Always)?;
-    assert_eq!(copied.transfer, Transfer::Copied(CopyReason::Requested));
-    assert_ne!(storage_address(&copied.tensor), storage_address(&t));
-    assert_eq!(copied.tensor.to_vec1::<u8>()?, [7, 8, 9]);
+    let (copied, transfer) = into_owned(lend(&t)?, CopyMode::Always)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Requested));
+    assert_ne!(storage_address(&copied), storage_address(&t));
+    assert_eq!(copied.to_vec1::<u8>()?, [7, 8, 9]);
     Ok(())
 }
 
@@ -229,43 +225,39 @@ fn never_refuses_a_copy_and_gives_the_tensor_back() -> Result {
     let mut producer = Counted::new(vec![1i64, 2, 3, 4], &drops);
     producer.shape = vec![2, 2];
     producer.strides = Some(vec![1, 2]);
-    let err = import(ManagedTensor::export(producer)?, CopyMode::Never).unwrap_err();
+    let refused = into_owned(ManagedTensor::export(producer)?, CopyMode::Never).unwrap_err();
     assert!(matches!(
-        err,
-        CandleError::CopyRefused {
-            reason: CopyReason::NotContiguous,
-            ..
-        }
+        refused.error,
+        CandleError::DLPack(Error::CopyRefused {
+            reason: CopyReason::Layout
+        })
     ));
     assert_eq!(
-        err.to_string(),
-        "no-copy import refused: the strides are not compact row-major, and candle storage must hold the elements in row-major order; the int64 tensor of shape [2, 2] would have to be copied into candle (use CopyMode::IfNeeded to allow it)"
+        refused.to_string(),
+        "DLPack: no-copy import refused (copy=False / CopyMode::Never): the tensor's strides are not a memory order the target type can own; pass CopyMode::IfNeeded to allow a copy"
     );
     assert_eq!(drops.count(), 0, "the refused tensor is still alive");
-    let tensor = err
-        .into_tensor()
-        .expect("CopyRefused gives the tensor back");
-    let imported = import(tensor, CopyMode::IfNeeded)?;
-    assert_eq!(imported.tensor.to_vec2::<i64>()?, [[1, 3], [2, 4]]);
+    let (t, transfer) = into_owned(refused.value, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
+    assert_eq!(t.to_vec2::<i64>()?, [[1, 3], [2, 4]]);
     assert_eq!(drops.count(), 1);
     Ok(())
 }
 
 #[test]
-fn a_refused_tensor_is_deleted_once_when_the_error_is_dropped() -> Result {
+fn a_refused_tensor_is_deleted_once_when_the_refusal_is_dropped() -> Result {
     let drops = Drops::default();
     let mut producer = Counted::new(vec![1u8, 2], &drops);
     producer.gives = false;
-    let err = import(ManagedTensor::export(producer)?, CopyMode::Never).unwrap_err();
+    let refused = into_owned(ManagedTensor::export(producer)?, CopyMode::Never).unwrap_err();
     assert!(matches!(
-        err,
-        CandleError::CopyRefused {
-            reason: CopyReason::NotOwned,
-            ..
-        }
+        refused.error,
+        CandleError::DLPack(Error::CopyRefused {
+            reason: CopyReason::NotOwned
+        })
     ));
     assert_eq!(drops.count(), 0);
-    drop(err);
+    drop(refused);
     assert_eq!(drops.count(), 1);
     Ok(())
 }
@@ -324,13 +316,18 @@ fn dlpack_dtypes_candle_lacks_are_refused_naming_the_nearest_candle_dtype() -> R
                 device: dlpack_core::Device::CPU,
                 drops: drops.clone(),
             };
-            let err = import(ManagedTensor::export(raw)?, mode).unwrap_err();
+            let refused = into_owned(ManagedTensor::export(raw)?, mode).unwrap_err();
+            let err = &refused.error;
             assert!(
-                matches!(err, CandleError::NoCandleDType { dtype: d, .. } if d == dtype),
+                matches!(err, CandleError::NoCandleDType { dtype: d, .. } if *d == dtype),
                 "{err}"
             );
             assert!(err.to_string().starts_with(message), "{err}");
-            assert_eq!(drops.count(), 1, "{dtype}: deleted once on failure");
+            // Reported before the copy mode is looked at, and the tensor comes back.
+            assert_eq!(refused.value.dtype(), dtype);
+            assert_eq!(drops.count(), 0, "{dtype}: given back, not deleted");
+            drop(refused);
+            assert_eq!(drops.count(), 1, "{dtype}: deleted once with the refusal");
         }
     }
     Ok(())
@@ -346,12 +343,15 @@ fn a_tensor_the_host_cannot_read_fails_the_copy_naming_the_device() -> Result {
         device: dlpack_core::Device::cuda(0),
         drops: drops.clone(),
     };
-    let err = import(ManagedTensor::export(raw)?, CopyMode::IfNeeded).unwrap_err();
+    let refused = into_owned(ManagedTensor::export(raw)?, CopyMode::IfNeeded).unwrap_err();
     assert!(matches!(
-        err,
+        refused.error,
         CandleError::DLPack(Error::NotHostAccessible { device }) if device == dlpack_core::Device::cuda(0)
     ));
-    assert!(err.to_string().contains("cuda:0"), "{err}");
+    assert!(refused.to_string().contains("cuda:0"), "{refused}");
+    assert_eq!(drops.count(), 0, "the failed copy gives the tensor back");
+    assert_eq!(refused.value.device(), dlpack_core::Device::cuda(0));
+    drop(refused);
     assert_eq!(drops.count(), 1);
     Ok(())
 }
@@ -403,11 +403,11 @@ fn a_foreign_tensor_is_copied_and_its_deleter_runs_once() -> Result {
     });
     // SAFETY: a well-formed tensor whose memory lives until its deleter runs.
     let dl = unsafe { ManagedTensor::from_raw(Box::into_raw(managed))? };
-    let imported = import(dl, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
+    let (imported, transfer) = into_owned(dl, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_eq!(FOREIGN_DELETES.load(Ordering::SeqCst), 1);
     assert_eq!(
-        imported.tensor.to_vec2::<f32>()?,
+        imported.to_vec2::<f32>()?,
         [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
     );
     Ok(())
@@ -429,7 +429,7 @@ fn a_lent_tensor_is_copied_into_candle() -> Result {
     };
     // SAFETY: every pointer refers to a local that outlives the borrow.
     let lent = unsafe { BorrowedTensor::new(&t, Version::CURRENT, Flags::READ_ONLY)? };
-    let copy = copy_to_candle(&lent)?;
+    let copy = to_owned(&lent)?;
     assert_eq!(copy.to_vec2::<u8>()?, [[10, 30], [20, 40]]);
     Ok(())
 }
@@ -437,29 +437,26 @@ fn a_lent_tensor_is_copied_into_candle() -> Result {
 #[test]
 fn scalars_and_empty_tensors_move_and_copy() -> Result {
     let empty: Vec<f32> = Vec::new();
-    let imported = import(ManagedTensor::export(empty)?, CopyMode::Never)?;
-    assert_eq!(
-        (imported.transfer, imported.tensor.dims()),
-        (Transfer::Moved, &[0][..])
-    );
+    let (imported, transfer) = into_owned(ManagedTensor::export(empty)?, CopyMode::Never)?;
+    assert_eq!((transfer, imported.dims()), (Transfer::Moved, &[0][..]));
 
     let scalar = Tensor::new(3.5f64, &Device::Cpu)?;
-    let copied = import(lend(&scalar)?, CopyMode::Always)?;
-    assert_eq!(copied.tensor.dims(), &[] as &[usize]);
-    assert_eq!(copied.tensor.to_scalar::<f64>()?, 3.5);
-    let back = import(lend(&scalar)?, CopyMode::Never)?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
-    assert_eq!(back.tensor.to_scalar::<f64>()?, 3.5);
+    let (copied, transfer) = into_owned(lend(&scalar)?, CopyMode::Always)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Requested));
+    assert_eq!(copied.dims(), &[] as &[usize]);
+    assert_eq!(copied.to_scalar::<f64>()?, 3.5);
+    let (back, transfer) = into_owned(lend(&scalar)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    assert_eq!(back.to_scalar::<f64>()?, 3.5);
     Ok(())
 }
 
 #[test]
 fn a_moved_tensor_is_an_ordinary_candle_tensor() -> Result {
-    let t = import(
+    let (t, _) = into_owned(
         ManagedTensor::export(vec![1.0f32, 2.0, 3.0, 4.0])?,
         CopyMode::Never,
-    )?
-    .tensor;
+    )?;
     let t = t.reshape((2, 2))?;
     let sum = (&t + &t.t()?)?;
     assert_eq!(sum.to_vec2::<f32>()?, [[2.0, 5.0], [5.0, 8.0]]);
@@ -483,7 +480,8 @@ fn an_empty_tensor_whose_sizes_overflow_candles_strides_is_an_error() -> Result 
         producer.strides = Some(vec![1, 1, 1]);
         producer.gives = gives;
         let tensor = ManagedTensor::export(producer)?;
-        let err = import(tensor, mode).unwrap_err();
+        let refused = into_owned(tensor, mode).unwrap_err();
+        let err = &refused.error;
         assert!(
             matches!(err, CandleError::DLPack(Error::Overflow { .. })),
             "{err}"
@@ -493,25 +491,25 @@ fn an_empty_tensor_whose_sizes_overflow_candles_strides_is_an_error() -> Result 
                 .contains("multiply past usize::MAX once the zeros are left out"),
             "{err}"
         );
+        assert_eq!(refused.value.shape(), [0, 1 << 62, 1 << 62], "given back");
+        assert_eq!(drops.count(), 0);
+        drop(refused);
         assert_eq!(drops.count(), 1, "the producer is dropped once");
     }
     Ok(())
 }
 
-/// A foreign tensor of `shape` with no elements, imported with `mode`: its deleter count after
-/// the import and the result.
-fn import_empty_foreign(
-    shape: &[i64],
-    mode: CopyMode,
-) -> (
-    std::result::Result<dlpack_candle::Imported, CandleError>,
-    Arc<AtomicUsize>,
-) {
+/// What `into_owned` returns.
+type Owned = std::result::Result<(Tensor, Transfer), Refused<ManagedTensor, CandleError>>;
+
+/// A foreign tensor of `shape` with no elements, taken over with `mode`: the result, and the
+/// tensor's deleter count.
+fn import_empty_foreign(shape: &[i64], mode: CopyMode) -> (Owned, Arc<AtomicUsize>) {
     let built = dlpack_testing::Foreign::new(DataType::F32, shape).build();
     let deletes = built.counter();
     // SAFETY: the fixture built a live tensor that nobody else owns.
     let tensor = unsafe { ManagedTensor::from_raw(built.ptr) }.expect("a valid empty tensor");
-    (import(tensor, mode), deletes)
+    (into_owned(tensor, mode), deletes)
 }
 
 #[test]
@@ -528,7 +526,8 @@ fn a_zero_element_shape_whose_sizes_overflow_in_any_order_is_refused_without_a_p
         for mode in [CopyMode::IfNeeded, CopyMode::Always, CopyMode::Never] {
             let (result, deletes) = std::panic::catch_unwind(|| import_empty_foreign(&shape, mode))
                 .unwrap_or_else(|_| panic!("importing {shape:?} ({mode:?}) panicked"));
-            let err = result.expect_err("candle cannot hold this shape");
+            let refused = result.expect_err("candle cannot hold this shape");
+            let err = &refused.error;
             assert!(
                 matches!(err, CandleError::DLPack(Error::Overflow { .. })),
                 "{shape:?} {mode:?}: {err}"
@@ -538,7 +537,9 @@ fn a_zero_element_shape_whose_sizes_overflow_in_any_order_is_refused_without_a_p
                     .contains("multiply past usize::MAX once the zeros are left out"),
                 "{err}"
             );
-            drop(err);
+            assert_eq!(refused.value.shape(), shape, "given back");
+            assert_eq!(deletes.load(Ordering::SeqCst), 0);
+            drop(refused);
             assert_eq!(deletes.load(Ordering::SeqCst), 1, "deleted once");
         }
     }
@@ -548,9 +549,8 @@ fn a_zero_element_shape_whose_sizes_overflow_in_any_order_is_refused_without_a_p
 fn a_zero_element_shape_whose_non_zero_sizes_fit_usize_becomes_a_candle_tensor() -> Result {
     // 2^31 * 2^31 = 2^62: every product candle forms of these sizes fits usize.
     let (result, deletes) = import_empty_foreign(&[0, 1 << 31, 1 << 31], CopyMode::IfNeeded);
-    let imported = result?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
-    let t = imported.tensor;
+    let (t, transfer) = result?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_eq!(t.dims(), &[0, 1 << 31, 1 << 31]);
     assert_eq!(t.elem_count(), 0);
     assert_eq!(t.stride(), &[1 << 62, 1 << 31, 1]);

@@ -4,8 +4,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use dlpack_candle::{CopyMode, Transfer, import, into_dlpack, to_dlpack};
-use dlpack_core::ManagedTensor;
+use dlpack_candle::{into_dlpack, into_owned, to_dlpack};
+use dlpack_core::{CopyMode, ManagedTensor, Transfer};
 
 /// Counts the bytes currently allocated.
 struct Counting;
@@ -43,9 +43,8 @@ fn the_storage_is_freed_once_the_tensor_and_every_export_are_gone()
     let before = live();
     // SIZE bytes of f32, moved into candle, lent twice (reclaimed once) and copied once.
     let data = vec![1.0f32; SIZE / 4];
-    let t = import(ManagedTensor::export(data)?, CopyMode::Never)?;
-    assert_eq!(t.transfer, Transfer::Moved);
-    let t = t.tensor;
+    let (t, transfer) = into_owned(ManagedTensor::export(data)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
     // SAFETY: nothing writes to `t`'s storage in this test.
     let first = unsafe { into_dlpack(t.clone()) }?;
     // SAFETY: as above.
@@ -55,13 +54,13 @@ fn the_storage_is_freed_once_the_tensor_and_every_export_are_gone()
     drop(t);
     assert!(live() >= before + 2 * SIZE, "the exports keep the storage");
     drop(first);
-    let back = import(second, CopyMode::Never)?;
-    assert_eq!(back.transfer, Transfer::Reclaimed);
+    let (back, transfer) = into_owned(second, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
     assert!(live() >= before + 2 * SIZE, "the reclaimed tensor keeps it");
     drop(back);
     assert!(live() >= before + SIZE, "the copy keeps its memory");
-    let copy = import(copy, CopyMode::Never)?;
-    assert_eq!(copy.transfer, Transfer::Reclaimed);
+    let (copy, transfer) = into_owned(copy, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
     drop(copy);
     // Small allocations of candle's or the test harness may come and go; the tensor must be gone.
     assert!(

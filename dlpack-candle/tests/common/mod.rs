@@ -144,7 +144,7 @@ pub fn storage_address(t: &Tensor) -> usize {
 /// with `to_dlpack`.
 pub fn lend(t: &Tensor) -> Result<dlpack_core::ManagedTensor, dlpack_candle::CandleError> {
     // SAFETY: as above, the calling tests never write to the storage while the export lives.
-    unsafe { dlpack_candle::into_dlpack(t.clone()) }
+    Ok(unsafe { dlpack_candle::into_dlpack(t.clone()) }?)
 }
 
 /// Runs `f` on another thread and waits up to a minute for it: a deadlock becomes a test

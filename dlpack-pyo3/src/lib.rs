@@ -41,6 +41,12 @@
 //!   `#[pyclass]`; [`export_args`] for the keyword arguments.
 //! - Consumer: [`from_dlpack`], [`from_dlpack_with`] ([`ImportOptions`]: `dl_device`, `copy`,
 //!   `stream`), and [`from_dlpack_writable`] for callers that can promise exclusive access.
+//! - `#[pyfunction]` arguments: [`PyTensor`] (a typed read-only view of any producer's tensor,
+//!   with [`PyTensor2`] and the like for a fixed number of dimensions), [`PyTensorMut`]
+//!   (writable, `unsafe` to write) and [`Imported`] (any dtype). Results: [`Exported`] (any
+//!   `dlpack_core::Export` producer: `Vec`, `Box<[T]>`, `ManagedTensor`, ...) and
+//!   [`HostArray`] (64-byte aligned, which JAX needs to take it in place). The workspace's
+//!   `docs/python.md` is the guide.
 //! - The DLPack 1.3 C exchange API: [`exchange_api`], offered on [`DLPackTensor`]'s type and used
 //!   by the importer when a producer's type offers one.
 //! - Errors: [`to_py_err`], and two exception classes that also derive from the one NumPy raises
@@ -85,22 +91,19 @@
 //! A module that hands a Rust `Vec` to Python and reads any Python tensor in place:
 //!
 //! ```no_run
-//! use dlpack_core::ManagedTensor;
-//! use dlpack_pyo3::{DLPackTensor, from_dlpack, to_py_err};
+//! use dlpack_pyo3::{Exported, PyTensor};
 //! use pyo3::prelude::*;
 //!
 //! /// `mylib.arange(n)`: a Rust Vec that NumPy, PyTorch or JAX take without a copy.
 //! #[pyfunction]
-//! fn arange(n: usize) -> PyResult<DLPackTensor> {
-//!     let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
-//!     Ok(DLPackTensor::new(ManagedTensor::export(data).map_err(to_py_err)?))
+//! fn arange(n: u32) -> Exported<Vec<f32>> {
+//!     Exported((0..n).map(|i| i as f32).collect())
 //! }
 //!
 //! /// `mylib.total(x)`: the sum of any float32 tensor with `__dlpack__`, read in place.
 //! #[pyfunction]
-//! fn total(x: &Bound<'_, PyAny>) -> PyResult<f32> {
-//!     let tensor = from_dlpack(x)?;
-//!     Ok(tensor.view::<f32>().map_err(to_py_err)?.iter().sum())
+//! fn total(x: PyTensor<f32>) -> f32 {
+//!     x.view().iter().sum()
 //! }
 //!
 //! #[pymodule]
@@ -121,6 +124,7 @@
 //! and link it.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod arguments;
 mod capsule;
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -131,14 +135,20 @@ mod export;
 mod import;
 #[cfg(feature = "oneapi")]
 pub mod oneapi;
+mod results;
 mod tensor;
 
+pub use arguments::{
+    AnyNdim, Imported, Ndim, NdimSpec, PyTensor, PyTensor1, PyTensor2, PyTensor3, PyTensorMut,
+    PyTensorMut1, PyTensorMut2, PyTensorMut3,
+};
 pub use exceptions::to_py_err;
 pub use exchange::{exchange_api, type_exchange_api};
 pub use export::{Exporter, PyExporter, dlpack_device, dlpack_method, export_args, to_capsule};
 pub use import::{
     ImportOptions, dlpack_capsule, from_dlpack, from_dlpack_with, from_dlpack_writable,
 };
+pub use results::{Exported, HostArray};
 pub use tensor::DLPackTensor;
 
 use pyo3::prelude::*;

@@ -20,6 +20,7 @@
 //! - loops for the benchmark (`import_loop`);
 //! - a `#[derive(DLPack)]` struct crossing into Python and back (`derived_image`,
 //!   `to_derived_image`);
+//! - dlpack-pyo3's argument and result types in `#[pyfunction]`s (`args.rs`);
 //! - with the feature `cuda`: float32 tensors on CUDA device 0 (`cuda_f32`) and the CUDA
 //!   importer of `dlpack_pyo3::cuda` (`cuda_import_report`, `cuda_import_address`), for
 //!   `dlpack-pyo3/tests/python-gpu` and `dlpack-pyo3/tests/python-stand-in`;
@@ -29,6 +30,7 @@
 //! - a deliberate leak (`leak_one_export`), which the valgrind step of
 //!   `scripts/steps/pyo3.check.sh` must find, to prove that it finds leaks.
 
+mod args;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "oneapi")]
@@ -711,6 +713,7 @@ fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(foreign_capsule, m)?)?;
     m.add_function(wrap_pyfunction!(derived_image, m)?)?;
     m.add_function(wrap_pyfunction!(to_derived_image, m)?)?;
+    args::register(m)?;
     #[cfg(feature = "cuda")]
     cuda::register(m)?;
     #[cfg(feature = "oneapi")]

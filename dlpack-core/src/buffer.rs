@@ -220,7 +220,7 @@ pub fn describe_buffer<B: Buffer, S: Dims, R: Dims>(
     shape.write_dims(shape_out);
     match strides {
         Some(strides) => strides.write_dims(strides_out),
-        None => crate::tensor::fill_row_major_strides(shape_out, strides_out),
+        None => crate::layout::fill_row_major_strides(shape_out, strides_out),
     }
     let allocation = allocation_of(buffer);
     let mut flags = Flags::empty();
@@ -298,7 +298,7 @@ pub trait ShapedBuffer: Send + 'static {
     /// Writes the stride of each dimension, in elements, into `strides` (as many entries as
     /// `shape`). The default writes compact row-major strides.
     fn strides(&self, shape: &[i64], strides: &mut [i64]) {
-        crate::tensor::fill_row_major_strides(shape, strides);
+        crate::layout::fill_row_major_strides(shape, strides);
     }
 
     /// Bytes from the buffer's first element to the tensor's first element. Default 0.

@@ -1,9 +1,10 @@
 //! Strided gather ("copy-out"): copies any strided tensor into a new contiguous row-major buffer.
 //!
-//! [`gather`] first simplifies the layout without changing the row-major order of the output:
-//! size-1 axes are dropped (their stride is never used), and adjacent axes `k, k + 1` are merged
-//! into one when `strides[k] == strides[k + 1] * shape[k + 1]`, so a C-contiguous tensor of any
-//! rank becomes a single axis of stride 1. It then picks one of three loops:
+//! [`gather`] first simplifies the layout without changing the row-major order of the output
+//! ([`merge_axes`]): size-1 axes are dropped (their stride is never used), and adjacent axes
+//! `k, k + 1` are merged into one when `strides[k] == strides[k + 1] * shape[k + 1]`, so a
+//! C-contiguous tensor of any rank becomes a single axis of stride 1. It then picks one of three
+//! loops:
 //!
 //! - **runs**: the innermost merged axis has stride 1. Each inner run is one
 //!   `ptr::copy_nonoverlapping` (memcpy), and a fully contiguous tensor is a single memcpy.
@@ -15,8 +16,8 @@
 //!   streamed once on both sides (a naive transposed copy touches one element per line, and
 //!   power-of-two strides make those lines evict each other), tiles are visited in blocks small
 //!   enough for the TLB, and full tiles run with constant sizes so their loops are unrolled. The
-//!   remaining axes are walked by an odometer.
-//! - **elements**: everything else. An odometer walks the outer axes, keeping the source offset
+//!   remaining axes are walked by the odometer ([`Offsets`]).
+//! - **elements**: everything else. The odometer walks the outer axes, keeping the source offset
 //!   as a running `isize` sum (one addition per step, no multiplication over all axes), and a
 //!   plain loop copies the innermost axis; a zero (broadcast) inner stride reads once and fills,
 //!   and a stride of -1 (a reversed row) gets its own loop with a constant stride, which
@@ -29,6 +30,8 @@
 
 use core::mem::MaybeUninit;
 use core::ptr;
+
+use crate::layout::{Axis, Offsets, merge_axes};
 
 /// Copies every element reachable from `src` with `shape` and `strides` (in elements, may be
 /// negative or zero) into `dst`, in row-major (C) order of the indices.
@@ -65,7 +68,7 @@ pub(crate) unsafe fn gather<T: Copy>(
         return;
     }
 
-    let axes = simplify(shape, strides);
+    let axes = merge_axes(shape.iter().copied().zip(strides.iter().copied()));
     let Some((inner, outer)) = axes.split_last() else {
         // Every axis has length 1 (or there are none): exactly one element, at offset 0.
         // SAFETY: the all-zero index is in bounds, so `src` is valid for reads and aligned.
@@ -76,11 +79,13 @@ pub(crate) unsafe fn gather<T: Copy>(
         return;
     };
 
-    if inner.src == 1 {
-        // SAFETY: forwarded from the caller; `axes` is an equivalent layout (see `simplify`).
+    if inner.stride == 1 {
+        // SAFETY: forwarded from the caller; `axes` is an equivalent layout (see `merge_axes`).
         unsafe { copy_runs(src, *inner, outer, dst) };
-    } else if inner.src.unsigned_abs() != 1
-        && let Some(j) = outer.iter().rposition(|axis| axis.src.unsigned_abs() == 1)
+    } else if inner.stride.unsigned_abs() != 1
+        && let Some(j) = outer
+            .iter()
+            .rposition(|axis| axis.stride.unsigned_abs() == 1)
     {
         // SAFETY: as above.
         unsafe { copy_tiled(src, j, *inner, outer, dst) };
@@ -90,113 +95,11 @@ pub(crate) unsafe fn gather<T: Copy>(
     }
 }
 
-/// One axis of a simplified layout: its length (at least 2) and its source and destination
-/// strides, in elements.
-#[derive(Clone, Copy, Debug)]
-struct Axis {
-    len: usize,
-    src: isize,
-    dst: usize,
-}
-
-/// Drops size-1 axes and merges adjacent axes that step through the source as one, keeping the
-/// row-major order of the indices. Every index of the result maps to an index of the input with
-/// the same source offset and the same row-major position, so the result describes exactly the
-/// same copy. Expects no zero-length axis and a shape whose product fits in `usize`.
-fn simplify(shape: &[usize], strides: &[isize]) -> Vec<Axis> {
-    let mut axes: Vec<Axis> = Vec::with_capacity(shape.len());
-    for (&len, &stride) in shape.iter().zip(strides) {
-        if len == 1 {
-            continue;
-        }
-        if let Some(last) = axes.last_mut() {
-            // Merging outer (L, S) with inner (len, stride) when S == stride * len: the merged
-            // index m = i * len + k has offset i * S + k * stride = m * stride.
-            let steps_as_one = isize::try_from(len)
-                .ok()
-                .and_then(|n| stride.checked_mul(n))
-                == Some(last.src);
-            if steps_as_one && let Some(merged) = last.len.checked_mul(len) {
-                last.len = merged;
-                last.src = stride;
-                continue;
-            }
-        }
-        axes.push(Axis {
-            len,
-            src: stride,
-            dst: 0,
-        });
-    }
-    let mut dst_stride = 1usize;
-    for axis in axes.iter_mut().rev() {
-        axis.dst = dst_stride;
-        dst_stride = dst_stride.saturating_mul(axis.len);
-    }
-    axes
-}
-
-/// Walks the indices of some axes in row-major order, yielding the source and destination
-/// offsets of each. Both are kept as running sums: a step adds one stride, a wrap subtracts
-/// `stride * (len - 1)`, so every intermediate value is the offset of an in-bounds index and the
-/// arithmetic cannot overflow when the caller's span was validated.
-struct Odometer<'a> {
-    axes: &'a [Axis],
-    index: Vec<usize>,
-    src: isize,
-    dst: usize,
-    done: bool,
-}
-
-impl<'a> Odometer<'a> {
-    fn new(axes: &'a [Axis]) -> Self {
-        Odometer {
-            axes,
-            index: vec![0; axes.len()],
-            src: 0,
-            dst: 0,
-            done: false,
-        }
-    }
-}
-
-impl Iterator for Odometer<'_> {
-    type Item = (isize, usize);
-
-    fn next(&mut self) -> Option<(isize, usize)> {
-        if self.done {
-            return None;
-        }
-        let current = (self.src, self.dst);
-        let mut k = self.axes.len();
-        loop {
-            let Some(prev) = k.checked_sub(1) else {
-                self.done = true;
-                break;
-            };
-            k = prev;
-            let (axis, i) = (self.axes[k], &mut self.index[k]);
-            if *i + 1 < axis.len {
-                *i += 1;
-                self.src += axis.src;
-                self.dst += axis.dst;
-                break;
-            }
-            // `len - 1 < len <= isize::MAX`: a slice of a non-zero-sized `T` holds at most
-            // `isize::MAX` elements, and every length divides the destination length.
-            self.src -= axis.src * (axis.len - 1) as isize;
-            self.dst -= axis.dst * (axis.len - 1);
-            *i = 0;
-        }
-        Some(current)
-    }
-}
-
 /// Runs path: the innermost axis has stride 1, so each of its rows is one memcpy.
 ///
 /// # Safety
-/// The contract of [`gather`], for the layout `outer` followed by `inner`, with `inner.src == 1`
-/// and `dst.len()` the product of all their lengths.
+/// The contract of [`gather`], for the layout `outer` followed by `inner`, with
+/// `inner.stride == 1` and `dst.len()` the product of all their lengths.
 unsafe fn copy_runs<T: Copy>(
     src: *const T,
     inner: Axis,
@@ -204,7 +107,8 @@ unsafe fn copy_runs<T: Copy>(
     dst: &mut [MaybeUninit<T>],
 ) {
     let run = inner.len;
-    for (out, (offset, _)) in dst.chunks_exact_mut(run).zip(Odometer::new(outer)) {
+    let rows = Offsets::over(outer.to_vec(), dst.len() / run);
+    for (out, offset) in dst.chunks_exact_mut(run).zip(rows) {
         // SAFETY: `offset` is the source offset of an in-bounds index (the outer index with the
         // inner index 0), so the caller guarantees it is a valid, in-allocation offset of `src`.
         let from = unsafe { src.offset(offset) };
@@ -250,8 +154,9 @@ unsafe fn copy_elements<T: Copy>(
     outer: &[Axis],
     dst: &mut [MaybeUninit<T>],
 ) {
-    let stride = inner.src;
-    for (out, (offset, _)) in dst.chunks_exact_mut(inner.len).zip(Odometer::new(outer)) {
+    let stride = inner.stride;
+    let rows = Offsets::over(outer.to_vec(), dst.len() / inner.len);
+    for (out, offset) in dst.chunks_exact_mut(inner.len).zip(rows) {
         // SAFETY: `offset` is the source offset of an in-bounds index (inner index 0).
         let row = unsafe { src.offset(offset) };
         match stride {
@@ -284,11 +189,11 @@ const BLOCK_BYTES: usize = 2048;
 const BLOCK_ROWS: usize = 512;
 
 /// Tiles path: `outer[j]` has stride +1 or -1 and the innermost axis does not. The two are
-/// copied tile by tile through a small buffer; the other outer axes are walked by an odometer.
+/// copied tile by tile through a small buffer; the other outer axes are walked by the odometer.
 ///
 /// # Safety
 /// The contract of [`gather`], for the layout `outer` followed by `inner`, with `dst.len()` the
-/// product of all their lengths, `j < outer.len()` and `outer[j].src` equal to +1 or -1.
+/// product of all their lengths, `j < outer.len()` and `outer[j].stride` equal to +1 or -1.
 unsafe fn copy_tiled<T: Copy>(
     src: *const T,
     j: usize,
@@ -296,15 +201,39 @@ unsafe fn copy_tiled<T: Copy>(
     outer: &[Axis],
     dst: &mut [MaybeUninit<T>],
 ) {
-    let unit = outer[j];
-    let rest: Vec<Axis> = outer[..j].iter().chain(&outer[j + 1..]).copied().collect();
+    // The destination is row-major: each axis steps over all the elements of the inner ones.
+    let mut dst_strides = vec![0usize; outer.len()];
+    let mut step = inner.len;
+    for (stride, axis) in dst_strides.iter_mut().zip(outer).rev() {
+        *stride = step;
+        step = step.saturating_mul(axis.len);
+    }
+    let unit = Line {
+        len: outer[j].len,
+        src: outer[j].stride,
+        dst: dst_strides[j],
+    };
+    let inner = Line {
+        len: inner.len,
+        src: inner.stride,
+        dst: 1,
+    };
+    // The other outer axes, walked twice in step: for the source offsets and for the
+    // destination positions (row-major, so at most `dst.len()`, which fits `isize`).
+    let (mut rest_src, mut rest_dst) = (Vec::new(), Vec::new());
+    for (k, axis) in outer.iter().enumerate().filter(|&(k, _)| k != j) {
+        rest_src.push(*axis);
+        rest_dst.push(Axis::new(axis.len, dst_strides[k] as isize));
+    }
+    let slabs = dst.len() / (unit.len * inner.len);
+    let walk = Offsets::over(rest_src, slabs).zip(Offsets::over(rest_dst, slabs));
     let tile_a = (TILE_BYTES / size_of::<T>()).max(4);
     // Room for one tile: 16 KiB for elements of up to 64 bytes, so it stays in L1.
     let mut buf = Box::<[T]>::new_uninit_slice(tile_a.min(unit.len) * TILE_ROWS.min(inner.len));
-    for (src_base, dst_base) in Odometer::new(&rest) {
+    for (src_base, dst_base) in walk {
         let slab = Slab {
             src_base,
-            dst_base,
+            dst_base: dst_base as usize,
             a: unit,
             b: inner,
         };
@@ -315,6 +244,14 @@ unsafe fn copy_tiled<T: Copy>(
     }
 }
 
+/// One axis of a [`Slab`]: its length and its source and destination strides, in elements.
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    len: usize,
+    src: isize,
+    dst: usize,
+}
+
 /// A 2-D slice of the copy: rows along `a` (source stride +1 or -1), columns along `b`
 /// (destination stride 1), starting at source offset `src_base` and destination position
 /// `dst_base`.
@@ -322,8 +259,8 @@ unsafe fn copy_tiled<T: Copy>(
 struct Slab {
     src_base: isize,
     dst_base: usize,
-    a: Axis,
-    b: Axis,
+    a: Line,
+    b: Line,
 }
 
 /// Copies a slab tile by tile, in blocks of tiles.

@@ -89,6 +89,7 @@ mod error;
 mod export;
 mod flags;
 pub mod hooks;
+mod layout;
 pub mod protocol;
 mod tensor;
 #[cfg(feature = "testing")]
@@ -107,14 +108,11 @@ pub use error::{Error, PyErrorKind, Refused};
 pub use export::{Export, ExportDesc};
 pub use flags::Flags;
 pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};
+pub use layout::{MAX_NDIM, Offsets};
 pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
 pub use transfer::{CopyMode, CopyReason, Transfer};
 pub use version::Version;
-pub use view::{Offsets, TensorView, TensorViewMut, ViewIter, try_vec_with_capacity};
+pub use view::{TensorView, TensorViewMut, ViewIter, try_vec_with_capacity};
 
 #[cfg(feature = "derive")]
 pub use dlpack_derive::DLPack;
-
-/// The largest `ndim` an imported tensor may have. NumPy allows 64 dimensions, PyTorch 25;
-/// this bound keeps a corrupt `ndim` from making the importer read far past a shape array.
-pub const MAX_NDIM: usize = 1024;

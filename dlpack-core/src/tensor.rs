@@ -8,17 +8,9 @@ use core::ptr::NonNull;
 
 use crate::export::{self, Export};
 use crate::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
+use crate::layout::{self, Extent, Span, is_row_major, strides_are_disjoint};
 use crate::view::{TensorView, TensorViewMut};
 use crate::{DataType, Device, DeviceHooks, Element, Error, Flags, PointerInfo, Refused, Version};
-
-/// The bytes a validated tensor can reach.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct Span {
-    /// Address of the lowest reachable byte.
-    pub(crate) start: usize,
-    /// One past the highest reachable byte (`start` for a tensor without elements).
-    pub(crate) end: usize,
-}
 
 /// A DLPack tensor whose fields passed validation: the one thing views are made from.
 ///
@@ -103,17 +95,7 @@ impl CheckedTensor {
                 )
             }
         };
-        let mut elements: usize = 1;
-        let (mut lo, mut hi) = (0i64, 0i64);
-        for (&d, &s) in shape.iter().zip(strides) {
-            elements = elements.checked_mul(usize::try_from(d).ok()?)?;
-            let term = (d - 1).checked_mul(s)?;
-            if term < 0 {
-                lo = lo.checked_add(term)?;
-            } else {
-                hi = hi.checked_add(term)?;
-            }
-        }
+        let (elements, Extent { lo, hi }) = layout::count_and_extent(shape, strides).ok()?;
         let span = if elements == 0 {
             let start = t.data.addr();
             Span { start, end: start }
@@ -179,7 +161,7 @@ impl CheckedTensor {
             if !version.allows_null_strides() {
                 return Err(Error::NullStrides { ndim, version });
             }
-            Some(row_major_strides(shape))
+            Some(layout::row_major_strides(shape))
         } else {
             None
         };
@@ -347,8 +329,8 @@ impl CheckedTensor {
 
     /// The offset, in elements from the first element, of every index in row-major order
     /// (the order of [`CheckedTensor::to_vec`]): what a device copy or a custom gather walks.
-    pub fn element_offsets(&self) -> crate::view::Offsets<'_> {
-        crate::view::Offsets::new(self.shape(), self.strides(), self.len())
+    pub fn element_offsets(&self) -> crate::layout::Offsets<'_> {
+        crate::layout::Offsets::new(self.shape(), self.strides(), self.len())
     }
 
     /// Whether the strides are the compact row-major ones for the shape (size-1 axes ignored).
@@ -801,84 +783,6 @@ unsafe fn read_array<'a>(
     Ok(unsafe { core::slice::from_raw_parts(ptr, len) })
 }
 
-fn row_major_strides(shape: &[i64]) -> Box<[i64]> {
-    let mut strides = vec![0i64; shape.len()].into_boxed_slice();
-    fill_row_major_strides(shape, &mut strides);
-    strides
-}
-
-/// Writes compact row-major strides (in elements) for `shape` into `out`.
-pub(crate) fn fill_row_major_strides(shape: &[i64], out: &mut [i64]) {
-    let mut step: i64 = 1;
-    for (s, &d) in out.iter_mut().zip(shape).rev() {
-        *s = step;
-        // A stride past i64::MAX is only reachable with an empty or overflowing tensor; saturate
-        // and let the span check report real overflow.
-        step = step.saturating_mul(d.max(1));
-    }
-}
-
-fn element_count(shape: &[i64]) -> Result<usize, Error> {
-    if shape.contains(&0) {
-        return Ok(0);
-    }
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(usize::try_from(d).ok()?))
-        .ok_or_else(|| Error::Overflow {
-            what: format!("the element count of shape {shape:?} exceeds usize"),
-        })
-}
-
-/// Whether `strides` are compact row-major for `shape`, ignoring axes of size 1. A tensor
-/// without elements is row-major whatever its strides (no element is out of order).
-pub(crate) fn is_row_major(shape: &[i64], strides: &[i64]) -> bool {
-    if shape.contains(&0) {
-        return true;
-    }
-    let mut expected: i64 = 1;
-    for (&d, &s) in shape.iter().zip(strides).rev() {
-        if d == 1 {
-            continue;
-        }
-        if s != expected {
-            return false;
-        }
-        expected = expected.saturating_mul(d);
-    }
-    true
-}
-
-/// A sufficient condition for distinct indices to reach distinct elements: sorted by absolute
-/// stride, every axis of size > 1 steps past everything the smaller axes reach. Conservative:
-/// some exotic non-overlapping layouts are refused too.
-pub(crate) fn strides_are_disjoint(shape: &[i64], strides: &[i64]) -> bool {
-    if shape.contains(&0) {
-        return true;
-    }
-    let mut axes: Vec<(u128, u128)> = shape
-        .iter()
-        .zip(strides)
-        .filter(|(d, _)| **d > 1)
-        .map(|(&d, &s)| (s.unsigned_abs() as u128, d as u128))
-        .collect();
-    axes.sort_unstable();
-    let mut reach: u128 = 0; // elements reached by the smaller axes, as an offset extent
-    for (stride, size) in axes {
-        if stride <= reach {
-            return false;
-        }
-        reach = match stride
-            .checked_mul(size - 1)
-            .and_then(|r| r.checked_add(reach))
-        {
-            Some(r) => r,
-            None => return false,
-        };
-    }
-    true
-}
-
 /// The flags a legacy managed tensor is validated with: none for one this crate exported (it
 /// keeps its writability), `READ_ONLY` for a foreign one, since nothing says its memory may be
 /// written (as in NumPy).
@@ -892,6 +796,13 @@ unsafe fn legacy_flags(ptr: *const DLManagedTensor) -> Flags {
     } else {
         Flags::READ_ONLY
     }
+}
+
+/// The number of elements of `shape` (whose sizes are not negative).
+fn element_count(shape: &[i64]) -> Result<usize, Error> {
+    layout::element_count(shape).ok_or_else(|| Error::Overflow {
+        what: format!("the element count of shape {shape:?} exceeds usize"),
+    })
 }
 
 /// Computes the reachable byte span of a tensor with elements, with checked arithmetic.
@@ -919,16 +830,17 @@ fn reach(t: &DLTensor, shape: &[i64], strides: &[i64], flags: Flags) -> Result<S
             .ok_or_else(too_far)?;
         (0, bits)
     } else {
-        let (mut lo, mut hi) = (0i64, 0i64);
-        for (axis, (&d, &s)) in shape.iter().zip(strides).enumerate() {
-            let term = (d - 1).checked_mul(s).ok_or_else(|| {
+        // The count cannot overflow: the caller counted the elements already.
+        let (_, Extent { lo, hi }) =
+            layout::count_and_extent(shape, strides).map_err(|stop| match stop {
+                layout::Overflow::Term { axis } => {
+                    let (d, s) = (shape[axis], strides[axis]);
                     overflow(format!(
                         "(shape[{axis}] - 1) * strides[{axis}] = ({d} - 1) * {s} overflows: the strides {strides:?} of shape {shape:?} reach too far"
                     ))
-                })?;
-            let sum = if term < 0 { &mut lo } else { &mut hi };
-            *sum = sum.checked_add(term).ok_or_else(too_far)?;
-        }
+                }
+                layout::Overflow::Sum | layout::Overflow::Count => too_far(),
+            })?;
         let elem = dtype.element_bytes() as i64;
         let lo = lo.checked_mul(elem);
         let hi = hi.checked_add(1).and_then(|h| h.checked_mul(elem));

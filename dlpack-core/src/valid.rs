@@ -26,8 +26,7 @@
 //! [`IRREGULAR_CHECK_LIMIT`] reads, and a layout past that is refused with
 //! [`Error::IrregularOverlap`] instead of hanging.
 
-use crate::tensor::{is_row_major, strides_are_disjoint};
-use crate::view::Offsets;
+use crate::layout::{Offsets, is_row_major, row_major_position, strides_are_disjoint};
 use crate::{Element, Error};
 
 /// The most element reads spent checking a layout whose indices still share elements after
@@ -269,10 +268,7 @@ impl Merged {
             axis_indices(nodes, root.node, rest % root.count, &mut coords);
             rest /= root.count;
         }
-        let index = coords
-            .iter()
-            .zip(shape)
-            .fold(0usize, |flat, (&c, &d)| flat * d as usize + c);
+        let index = row_major_position(&coords, shape);
         Err(Error::InvalidValue {
             dtype: T::DTYPE,
             index,
@@ -415,10 +411,7 @@ fn first_full_index(shape: &[i64], kept: &[usize], kept_shape: &[i64], kept_inde
         coords[axis] = rest % size as usize;
         rest /= size as usize;
     }
-    coords
-        .iter()
-        .zip(shape)
-        .fold(0usize, |flat, (&c, &d)| flat * d as usize + c)
+    row_major_position(&coords, shape)
 }
 
 #[cfg(test)]

@@ -54,10 +54,11 @@ pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
     check_i64(&layout)?;
     let storage = {
         let (storage, _) = tensor.storage_and_layout();
-        // SAFETY: `storage` is a read lock on `tensor`'s own storage, so nothing writes to it
-        // while the lock is held; `lent`, declared after it, is dropped before it, and nothing
-        // else reads the lent memory.
-        let lent = unsafe { CandleExport::lend(tensor.clone(), &storage) }?;
+        let located = locate(tensor, &storage)?;
+        // SAFETY: `located` was read from `tensor`'s own storage under the read lock `storage`,
+        // so nothing writes to it while the lock is held; `lent`, declared after it, is dropped
+        // before it, and nothing else reads the lent memory.
+        let lent = unsafe { CandleExport::lend(tensor.clone(), located) };
         let lent = ManagedTensor::export(lent)?;
         copy_to_storage(&lent, tensor.dtype())?
     };
@@ -117,20 +118,25 @@ pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
 /// for a layout the export refuses (more dimensions than DLPack allows, sizes or strides beyond
 /// `i64`, a layout that reaches outside its storage).
 pub unsafe fn into_dlpack(tensor: Tensor) -> Result<ManagedTensor, Refused<Tensor, CandleError>> {
-    let lent = {
+    let located = {
         let (storage, _) = tensor.storage_and_layout();
-        // SAFETY: `storage` is `tensor`'s own storage, read under the lock; the caller promises
-        // that nothing writes to it while the export, or what is reclaimed from it, lives.
-        unsafe { CandleExport::lend(tensor.clone(), &storage) }
+        locate(&tensor, &storage)
     };
-    let error = match lent.map(ManagedTensor::export) {
-        Ok(Ok(exported)) => return Ok(exported),
-        Ok(Err(refused)) => CandleError::DLPack(refused.error),
-        Err(error) => error,
+    let located = match located {
+        Ok(located) => located,
+        Err(error) => {
+            return Err(Refused {
+                error,
+                value: tensor,
+            });
+        }
     };
-    Err(Refused {
-        error,
-        value: tensor,
+    // SAFETY: `located` was read from `tensor`'s own storage, under its lock; the caller
+    // promises that nothing writes to it while the export, or what is reclaimed from it, lives.
+    let lent = unsafe { CandleExport::lend(tensor, located) };
+    ManagedTensor::export(lent).map_err(|refused| Refused {
+        error: CandleError::DLPack(refused.error),
+        value: refused.value.into_tensor(),
     })
 }
 
@@ -176,36 +182,63 @@ enum Held {
 // race-free.
 unsafe impl Send for CandleExport {}
 
+/// Where a candle CPU tensor's elements are: what a lent export describes, read from the
+/// tensor's storage under its lock ([`locate`]).
+struct Located {
+    /// The storage `Vec`'s buffer and its length in bytes.
+    data: *const c_void,
+    bytes: usize,
+    byte_offset: u64,
+    dtype: DataType,
+}
+
+/// Finds `tensor`'s elements in `storage` (its own storage, read under its lock) for a
+/// read-only export, checking that DLPack can describe them.
+fn locate(tensor: &Tensor, storage: &Storage) -> Result<Located, CandleError> {
+    let dtype = exportable(tensor)?;
+    let layout = tensor.layout();
+    check_i64(layout)?;
+    let offset = layout.start_offset();
+    let byte_offset = (offset as u64)
+        .checked_mul(dtype.element_bytes() as u64)
+        .ok_or_else(|| too_large("start offset", offset))?;
+    let Storage::Cpu(cpu) = storage else {
+        let location = tensor.device().location();
+        return Err(CandleError::Device { location });
+    };
+    let (data, bytes, found) = cpu_buffer(cpu);
+    // candle keeps the tensor's dtype and its storage's variant in step; check anyway.
+    if found != tensor.dtype() {
+        return Err(CandleError::CandleDType {
+            dtype: found,
+            reason: "the tensor's storage holds another dtype than the tensor claims",
+        });
+    }
+    Ok(Located {
+        data,
+        bytes,
+        byte_offset,
+        dtype,
+    })
+}
+
 impl CandleExport {
-    /// Describes `tensor`'s elements in `storage` for a read-only export, without keeping any
-    /// lock.
+    /// A read-only export of `tensor`'s elements where `located` says they are, keeping no lock.
     ///
     /// # Safety
     ///
-    /// `storage` is `tensor`'s own storage (read under its lock, which the caller may release
-    /// once this returns), and nothing writes to that storage while the returned value, a
-    /// managed tensor it moves into, or a value reclaimed from that, lives.
-    unsafe fn lend(tensor: Tensor, storage: &Storage) -> Result<Self, CandleError> {
-        let dtype = exportable(&tensor)?;
-        let layout = tensor.layout();
-        check_i64(layout)?;
-        let offset = layout.start_offset();
-        let byte_offset = (offset as u64)
-            .checked_mul(dtype.element_bytes() as u64)
-            .ok_or_else(|| too_large("start offset", offset))?;
-        let Storage::Cpu(cpu) = storage else {
-            let location = tensor.device().location();
-            return Err(CandleError::Device { location });
-        };
-        let (data, bytes, found) = cpu_buffer(cpu);
-        // candle keeps the tensor's dtype and its storage's variant in step; check anyway.
-        if found != tensor.dtype() {
-            return Err(CandleError::CandleDType {
-                dtype: found,
-                reason: "the tensor's storage holds another dtype than the tensor claims",
-            });
-        }
-        Ok(CandleExport {
+    /// `located` was found by [`locate`] in `tensor`'s own storage (read under its lock, which
+    /// the caller may release before this is called: the held tensor keeps the storage
+    /// allocated), and nothing writes to that storage while the returned value, a managed
+    /// tensor it moves into, or a value reclaimed from that, lives.
+    unsafe fn lend(tensor: Tensor, located: Located) -> Self {
+        let Located {
+            data,
+            bytes,
+            byte_offset,
+            dtype,
+        } = located;
+        CandleExport {
             held: Held::Lent {
                 tensor,
                 data,
@@ -213,7 +246,7 @@ impl CandleExport {
                 byte_offset,
             },
             dtype,
-        })
+        }
     }
 
     /// The layout the export describes.
@@ -349,7 +382,7 @@ fn give_storage_vec(cpu: &mut CpuStorage, slot: &mut dyn Any) {
 // SAFETY: the description reports a storage `Vec`'s own buffer with a layout candle built for
 // it (the lent tensor's, or the copy's contiguous one) and names that buffer as the allocation,
 // so the export constructor refuses any element outside it. The buffer holds initialised values
-// of the dtype (`lend` checked the storage variant; a copy is made for the dtype). It stays
+// of the dtype (`locate` checked the storage variant; a copy is made for the dtype). It stays
 // allocated and unmodified while `self` lives: a lent tensor's storage is kept alive by the
 // held tensor and written by no one (`lend`'s contract; the description is read-only, so the
 // consumer does not write either); a copy's `Vec` is owned by `self` alone, no candle handle

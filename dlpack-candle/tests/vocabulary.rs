@@ -6,7 +6,8 @@ mod common;
 
 use std::sync::Arc;
 
-use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_core::op::BackpropOp;
+use candle_core::{CpuStorage, DType, Device, IndexOp, Storage, Tensor};
 use common::{Counted, Drops, Raw, storage_address};
 use dlpack_candle::{CandleError, into_dlpack, into_owned, to_dlpack, to_owned};
 use dlpack_core::ffi::DLTensor;
@@ -59,6 +60,17 @@ fn into_dlpack_gives_the_tensor_back_when_it_refuses() -> Result {
     let t = refused.value;
     assert_eq!((t.dtype(), t.dims()), (DType::F4, &[2][..]));
     assert_eq!(storage_address(&t), address, "the very tensor, not a copy");
+
+    // A layout that reaches past its storage (safe candle code can build one): dlpack-core's
+    // export refuses it, and the tensor comes back all the same.
+    let storage = Storage::Cpu(CpuStorage::F32(vec![1.0, 2.0]));
+    let t = Tensor::from_storage(storage, (2, 4), BackpropOp::none(), false);
+    let address = storage_address(&t);
+    // SAFETY: nothing writes to `t`'s storage in this test (and the export is refused).
+    let refused = unsafe { into_dlpack(t) }.unwrap_err();
+    assert!(matches!(refused.error, CandleError::DLPack(_)), "{refused}");
+    assert_eq!(refused.value.dims(), &[2, 4]);
+    assert_eq!(storage_address(&refused.value), address);
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! Run: `cargo run --example ndarray_candle`
 
 use candle_core::{Storage, Tensor};
-use dlpack_candle::{CopyMode, Transfer};
+use dlpack_core::{CopyMode, CopyReason, Transfer};
 use dlpack_ndarray::prelude::*;
 use ndarray::{Array2, ArrayView2, ShapeBuilder, array};
 
@@ -21,15 +21,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ndarray -> candle: the array's Vec becomes candle's storage.
     let a: Array2<f32> = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
     let array_ptr = a.as_ptr();
-    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?;
-    let t = imported.tensor;
+    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
     println!("ndarray data          {array_ptr:p}");
     println!(
-        "candle storage        {:p}  ({:?})",
-        storage_ptr(&t)?,
-        imported.transfer
+        "candle storage        {:p}  ({transfer:?})",
+        storage_ptr(&t)?
     );
-    assert_eq!(imported.transfer, Transfer::Moved);
+    assert_eq!(transfer, Transfer::Moved);
     assert_eq!(storage_ptr(&t)?, array_ptr);
 
     // candle works on it as on any tensor.
@@ -53,14 +51,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A column-major array cannot be candle storage as it is: it is copied, and said so.
     let f: Array2<f32> = Array2::from_shape_vec((2, 2).f(), vec![1.0, 3.0, 2.0, 4.0])?;
     let f_ptr = f.as_ptr();
-    let copied = dlpack_candle::import(f.into_dlpack()?, CopyMode::IfNeeded)?;
+    let (copied, transfer) = dlpack_candle::into_owned(f.into_dlpack()?, CopyMode::IfNeeded)?;
     println!("column-major data     {f_ptr:p}");
     println!(
-        "candle storage        {:p}  ({:?})",
-        storage_ptr(&copied.tensor)?,
-        copied.transfer
+        "candle storage        {:p}  ({transfer:?})",
+        storage_ptr(&copied)?
     );
-    assert!(copied.transfer.is_copy());
-    assert_ne!(storage_ptr(&copied.tensor)?, f_ptr);
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
+    assert_ne!(storage_ptr(&copied)?, f_ptr);
     Ok(())
 }

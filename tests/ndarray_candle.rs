@@ -3,8 +3,8 @@
 //! user composes them through dlpack-core's `ManagedTensor`.
 
 use candle_core::{DType, Device, IndexOp, Storage, Tensor};
-use dlpack_candle::{CandleError, CopyMode, CopyReason, Transfer};
-use dlpack_core::Error;
+use dlpack_candle::CandleError;
+use dlpack_core::{CopyMode, CopyReason, Error, Transfer};
 use dlpack_ndarray::ImportedArray;
 use dlpack_ndarray::prelude::*;
 use ndarray::{Array, Array2, ArrayView2, ArrayViewD, Ix2, ShapeBuilder, array, s};
@@ -24,9 +24,8 @@ fn storage_address<T: candle_core::WithDType>(t: &Tensor) -> usize {
 fn an_owned_array_moves_into_candle_without_a_copy() -> Result {
     let a: Array2<f32> = Array::from_shape_fn((3, 4), |(i, j)| (4 * i + j) as f32);
     let address = a.as_ptr().addr();
-    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    let t = imported.tensor;
+    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
     assert_eq!(t.dims(), &[3, 4]);
     assert_eq!(storage_address::<f32>(&t), address);
     assert_eq!(t.i((2, 3))?.to_scalar::<f32>()?, 11.0);
@@ -41,9 +40,8 @@ fn a_small_slice_of_a_large_array_is_copied_into_candle_not_kept_with_the_rest()
     a.row_mut(0)
         .assign(&ndarray::Array1::from_iter((0..10).map(f64::from)));
     a.slice_collapse(s![0..1, ..]);
-    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
-    let t = imported.tensor;
+    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_eq!(t.dims(), &[1, 10]);
     let (storage, _) = t.storage_and_layout();
     let Storage::Cpu(cpu) = &*storage else {
@@ -56,9 +54,9 @@ fn a_small_slice_of_a_large_array_is_copied_into_candle_not_kept_with_the_rest()
     let mut a = Array2::<f64>::zeros((10, 10));
     a.slice_collapse(s![0..9, ..]);
     let address = a.as_ptr().addr();
-    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    assert_eq!(storage_address::<f64>(&imported.tensor), address);
+    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    assert_eq!(storage_address::<f64>(&t), address);
     Ok(())
 }
 
@@ -69,10 +67,10 @@ fn arrays_of_every_shared_dtype_move_into_candle() -> Result {
     ) -> Result {
         let a = Array::from_shape_vec((2, values.len() / 2), values.clone())?;
         let address = a.as_ptr().addr();
-        let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?;
-        assert_eq!(imported.transfer, Transfer::Moved);
-        assert_eq!(storage_address::<T>(&imported.tensor), address);
-        assert_eq!(imported.tensor.flatten_all()?.to_vec1::<T>()?, values);
+        let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+        assert_eq!(transfer, Transfer::Moved);
+        assert_eq!(storage_address::<T>(&t), address);
+        assert_eq!(t.flatten_all()?.to_vec1::<T>()?, values);
         Ok(())
     }
     moves::<u8>(vec![1, 2, 3, 4])?;
@@ -159,7 +157,7 @@ fn an_ndarray_view_of_a_candle_tensor_is_read_only() -> Result {
 fn ndarray_to_candle_to_ndarray_never_copies() -> Result {
     let a = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]];
     let address = a.as_ptr().addr();
-    let t = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?.tensor;
+    let (t, _) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
     let doubled = (&t * 2.0)?; // candle computes into new storage
     // SAFETY: nothing writes to `t`'s storage in this test.
     let dl = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
@@ -177,57 +175,51 @@ fn ndarray_to_candle_to_ndarray_never_copies() -> Result {
 fn arrays_candle_cannot_own_are_copied_and_the_reason_is_reported() -> Result {
     // Column-major: the strides are not row-major.
     let f: Array2<f32> = Array::from_shape_vec((2, 3).f(), vec![1., 4., 2., 5., 3., 6.])?;
-    let imported = dlpack_candle::import(f.into_dlpack()?, CopyMode::IfNeeded)?;
-    assert_eq!(
-        imported.transfer,
-        Transfer::Copied(CopyReason::NotContiguous)
-    );
-    assert_eq!(
-        imported.tensor.to_vec2::<f32>()?,
-        [[1., 2., 3.], [4., 5., 6.]]
-    );
+    let (t, transfer) = dlpack_candle::into_owned(f.into_dlpack()?, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
+    assert_eq!(t.to_vec2::<f32>()?, [[1., 2., 3.], [4., 5., 6.]]);
 
     // A sliced array: row-major, but only part of its Vec, after its start.
     let sliced = array![[1u32, 2], [3, 4], [5, 6]].slice_move(s![1.., ..]);
-    let imported = dlpack_candle::import(sliced.into_dlpack()?, CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
-    assert_eq!(imported.tensor.to_vec2::<u32>()?, [[3, 4], [5, 6]]);
+    let (t, transfer) = dlpack_candle::into_owned(sliced.into_dlpack()?, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_eq!(t.to_vec2::<u32>()?, [[3, 4], [5, 6]]);
 
     // Sliced to a prefix of its Vec: the Vec, truncated, moves.
     let prefix = array![[1u32, 2], [3, 4], [5, 6]].slice_move(s![..2, ..]);
     let address = prefix.as_ptr().addr();
-    let imported = dlpack_candle::import(prefix.into_dlpack()?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    assert_eq!(storage_address::<u32>(&imported.tensor), address);
-    assert_eq!(imported.tensor.to_vec2::<u32>()?, [[1, 2], [3, 4]]);
+    let (t, transfer) = dlpack_candle::into_owned(prefix.into_dlpack()?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    assert_eq!(storage_address::<u32>(&t), address);
+    assert_eq!(t.to_vec2::<u32>()?, [[1, 2], [3, 4]]);
 
     // A shared array: other clones still read its memory.
     let shared = array![1i32, 2, 3].into_shared();
-    let err = dlpack_candle::import(shared.clone().into_dlpack()?, CopyMode::Never).unwrap_err();
+    let refused =
+        dlpack_candle::into_owned(shared.clone().into_dlpack()?, CopyMode::Never).unwrap_err();
     assert!(matches!(
-        err,
-        CandleError::CopyRefused {
-            reason: CopyReason::NotOwned,
-            ..
-        }
+        refused.error,
+        CandleError::DLPack(Error::CopyRefused {
+            reason: CopyReason::NotOwned
+        })
     ));
-    let imported =
-        dlpack_candle::import(err.into_tensor().expect("given back"), CopyMode::IfNeeded)?;
-    assert_eq!(imported.transfer, Transfer::Copied(CopyReason::NotOwned));
-    assert_ne!(
-        storage_address::<i32>(&imported.tensor),
-        shared.as_ptr().addr()
-    );
+    let (t, transfer) = dlpack_candle::into_owned(refused.value, CopyMode::IfNeeded)?;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+    assert_ne!(storage_address::<i32>(&t), shared.as_ptr().addr());
     Ok(())
 }
 
 #[test]
 fn an_array_of_a_dtype_candle_lacks_names_the_nearest_one() -> Result {
-    let err = dlpack_candle::import(array![1i8, 2].into_dlpack()?, CopyMode::IfNeeded).unwrap_err();
+    let refused =
+        dlpack_candle::into_owned(array![1i8, 2].into_dlpack()?, CopyMode::IfNeeded).unwrap_err();
     assert!(
-        err.to_string()
+        refused
+            .to_string()
             .starts_with("DLPack dtype int8 has no candle dtype; the nearest is i16"),
-        "{err}"
+        "{refused}"
     );
+    // The array comes back, as a tensor, and can go elsewhere.
+    assert_eq!(refused.value.to_vec::<i8>()?, [1, 2]);
     Ok(())
 }

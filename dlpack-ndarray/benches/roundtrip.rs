@@ -4,8 +4,8 @@
 //! Run: `cargo bench -p dlpack-ndarray --bench roundtrip`
 
 use divan::{Bencher, black_box};
-use dlpack_core::ManagedTensor;
-use dlpack_ndarray::{AsArray, ImportedArray, IntoArray, IntoDLPack};
+use dlpack_core::{CopyMode, ManagedTensor};
+use dlpack_ndarray::{ImportedArray, into_dlpack, into_owned, view};
 use ndarray::{Array2, ArrayView2, Ix2};
 
 fn main() {
@@ -31,12 +31,12 @@ fn export_import_view(bencher: Bencher, bytes: usize) {
     let rows = array.nrows();
     bencher.bench_local(|| {
         let a = std::mem::take(&mut array);
-        let raw = a.into_dlpack().unwrap().into_raw().unwrap();
+        let raw = into_dlpack(a).unwrap().into_raw().unwrap();
         // SAFETY: `raw` was just exported and is owned here.
         let tensor = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
-        let view: ArrayView2<f32> = tensor.as_array_view().unwrap();
-        black_box(view[[rows - 1, COLS - 1]]);
-        array = tensor.into_array().unwrap();
+        let v: ArrayView2<f32> = view(&tensor).unwrap();
+        black_box(v[[rows - 1, COLS - 1]]);
+        array = into_owned(tensor, CopyMode::Never).unwrap().0;
     });
     assert_eq!(array.dim(), (rows, COLS));
 }
@@ -48,12 +48,12 @@ fn imported_array(bencher: Bencher, bytes: usize) {
     let rows = array.nrows();
     bencher.bench_local(|| {
         let a = std::mem::take(&mut array);
-        let raw = a.into_dlpack().unwrap().into_raw().unwrap();
+        let raw = into_dlpack(a).unwrap().into_raw().unwrap();
         // SAFETY: `raw` was just exported and is owned here.
         let tensor = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
         let imported = ImportedArray::<f32, Ix2>::new(tensor).unwrap();
         black_box(imported.view()[[rows - 1, COLS - 1]]);
-        array = imported.into_array().unwrap();
+        array = imported.into_owned(CopyMode::Never).unwrap().0;
     });
     assert_eq!(array.dim(), (rows, COLS));
 }

@@ -1,10 +1,10 @@
 //! Export: ndarray arrays as DLPack tensors.
 //!
-//! An owned [`Array`] moves into the managed tensor ([`IntoDLPack::into_dlpack`]), wrapped in
+//! An owned [`Array`] moves into the managed tensor ([`into_dlpack`]), wrapped in
 //! [`OwnedArray`], the [`Export`] producer this crate defines for it (the orphan rule keeps
 //! `Array` itself from implementing a foreign trait). An [`ArcArray`] moves in the same way,
 //! wrapped in [`SharedArray`], and is flagged read-only. Any other array or view is copied
-//! ([`ToDLPack::to_dlpack`]), or lent without a copy through the `unsafe` [`export_view`] and
+//! ([`to_dlpack`]), or lent without a copy through the `unsafe` [`export_view`] and
 //! [`export_view_mut`], whose callers vouch for the borrow that the tensor cannot carry.
 //!
 //! Shapes and strides go out exactly as ndarray holds them: strides in elements, negative ones
@@ -14,8 +14,8 @@
 use core::any::Any;
 use core::fmt;
 
-use dlpack_core::{Element, Error, Export, ExportDesc, Flags, ManagedTensor, VecSlot};
-use ndarray::{ArcArray, Array, Array1, ArrayBase, ArrayView, ArrayViewMut, Data, Dimension, s};
+use dlpack_core::{Element, Error, Export, ExportDesc, Flags, ManagedTensor, Refused, VecSlot};
+use ndarray::{ArcArray, Array, Array1, ArrayBase, Data, DataMut, Dimension, s};
 
 /// Writes an ndarray layout into the shape and strides arrays of a tensor being exported.
 ///
@@ -50,7 +50,7 @@ fn write_layout(
 }
 
 /// An owned ndarray [`Array`] inside a DLPack tensor: the [`Export`] producer behind
-/// [`IntoDLPack::into_dlpack`], and what [`ManagedTensor::reclaim`] gives back.
+/// [`into_dlpack`], and what [`ManagedTensor::reclaim`] gives back.
 ///
 /// The array keeps its memory layout (C, Fortran, sliced, negative strides): the tensor describes
 /// it exactly, and [`OwnedArray::into_inner`] returns the very array that went in.
@@ -195,11 +195,10 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for OwnedArray<T, D> {
 /// copy-on-write), so the tensor's memory never changes while it lives.
 ///
 /// ```
-/// use dlpack_ndarray::IntoDLPack;
 /// use ndarray::{ArcArray, Ix1};
 ///
 /// let shared = ArcArray::<u8, Ix1>::from_vec(vec![1, 2, 3]);
-/// let tensor = shared.clone().into_dlpack()?;
+/// let tensor = dlpack_ndarray::into_dlpack(shared.clone())?;
 /// assert!(tensor.is_read_only());
 /// assert_eq!(tensor.view::<u8>()?.as_ptr(), shared.as_ptr()); // no copy
 /// # Ok::<(), dlpack_core::Error>(())
@@ -326,101 +325,140 @@ unsafe impl<T: Element, D: Dimension + 'static> Export for BorrowedArray<T, D> {
     }
 }
 
-/// Moving an array into a DLPack tensor without copying its elements.
+/// The arrays [`into_dlpack`] moves into a tensor without copying their elements: [`Array`]
+/// (exported writable, as an [`OwnedArray`]) and [`ArcArray`] (exported read-only, as a
+/// [`SharedArray`]). Sealed: no other type implements it.
+pub trait ExportableArray: sealed::Sealed {}
+
+impl<T: Element, D: Dimension + 'static> ExportableArray for Array<T, D> {}
+impl<T: Element, D: Dimension + 'static> ExportableArray for ArcArray<T, D> {}
+
+mod sealed {
+    use dlpack_core::{Element, Export};
+    use ndarray::{ArcArray, Array, Dimension};
+
+    use super::{OwnedArray, SharedArray};
+
+    /// The producer an array moves into, and the way back out of it.
+    pub trait Sealed: Sized {
+        /// The [`Export`] producer that holds the array inside the tensor.
+        type Producer: Export;
+        /// Wraps the array for export.
+        fn wrap(self) -> Self::Producer;
+        /// The array, as it went in.
+        fn unwrap(producer: Self::Producer) -> Self;
+    }
+
+    impl<T: Element, D: Dimension + 'static> Sealed for Array<T, D> {
+        type Producer = OwnedArray<T, D>;
+        #[inline]
+        fn wrap(self) -> OwnedArray<T, D> {
+            OwnedArray::new(self)
+        }
+        #[inline]
+        fn unwrap(producer: OwnedArray<T, D>) -> Self {
+            producer.into_inner()
+        }
+    }
+
+    impl<T: Element, D: Dimension + 'static> Sealed for ArcArray<T, D> {
+        type Producer = SharedArray<T, D>;
+        #[inline]
+        fn wrap(self) -> SharedArray<T, D> {
+            SharedArray::new(self)
+        }
+        #[inline]
+        fn unwrap(producer: SharedArray<T, D>) -> Self {
+            producer.into_inner()
+        }
+    }
+}
+
+/// Moves an owned array into a new DLPack tensor, without copying its elements: one allocation
+/// for the tensor's header, shape and strides, none for the data.
 ///
-/// Implemented for [`Array`] (writable; [`ManagedTensor::reclaim`] with [`OwnedArray`] gives it
-/// back) and [`ArcArray`] (read-only; reclaim with [`SharedArray`]).
+/// An [`Array`] goes out writable, and [`into_owned`](crate::into_owned) (or
+/// [`ManagedTensor::reclaim`] with [`OwnedArray`]) takes it back as it was. An [`ArcArray`] goes
+/// out read-only, since its other clones may still read the memory ([`SharedArray`]). Any layout
+/// goes out as it is: C or Fortran order, sliced with steps, negative strides.
 ///
 /// ```
-/// use dlpack_ndarray::IntoDLPack;
+/// use dlpack_ndarray::into_dlpack;
 /// use ndarray::{Array, s};
 ///
 /// // A reversed, strided slice: exported as it is, negative stride and all.
 /// let a = Array::from_iter(0..10i32).slice_move(s![..;-3]);
 /// let first = a.as_ptr();
-/// let tensor = a.into_dlpack()?;
+/// let tensor = into_dlpack(a)?;
 /// assert_eq!((tensor.shape(), tensor.strides()), (&[4][..], &[-3][..]));
 /// assert_eq!(tensor.view::<i32>()?.as_ptr(), first);
 /// assert_eq!(tensor.to_vec::<i32>()?, [9, 6, 3, 0]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
-pub trait IntoDLPack {
-    /// Moves `self` into a new versioned managed tensor: one allocation for the header, shape
-    /// and strides, none for the data.
-    ///
-    /// # Errors
-    ///
-    /// Only for arrays DLPack cannot describe: [`Error::BadNdim`] for more than
-    /// [`dlpack_core::MAX_NDIM`] dimensions. The array is dropped then.
-    fn into_dlpack(self) -> Result<ManagedTensor, Error>;
-}
-
-impl<T: Element, D: Dimension + 'static> IntoDLPack for Array<T, D> {
-    fn into_dlpack(self) -> Result<ManagedTensor, Error> {
-        Ok(ManagedTensor::export(OwnedArray::new(self))?)
-    }
-}
-
-impl<T: Element, D: Dimension + 'static> IntoDLPack for ArcArray<T, D> {
-    fn into_dlpack(self) -> Result<ManagedTensor, Error> {
-        Ok(ManagedTensor::export(SharedArray::new(self))?)
-    }
-}
-
-/// Copying any array or view into a new DLPack tensor.
 ///
-/// The copy is in standard (C) layout, owned by the tensor and flagged
-/// [`Flags::IS_COPIED`], so that a consumer may write it freely and take it as a `Vec` without
-/// another copy ([`ManagedTensor::into_vec`]).
+/// # Errors
+///
+/// Only for arrays DLPack cannot describe: [`Error::BadNdim`] for more than
+/// [`dlpack_core::MAX_NDIM`] dimensions. The array comes back, untouched, in the [`Refused`].
+#[inline]
+pub fn into_dlpack<A: ExportableArray>(array: A) -> Result<ManagedTensor, Refused<A>> {
+    ManagedTensor::export(array.wrap()).map_err(|refused| Refused {
+        error: refused.error,
+        value: A::unwrap(refused.value),
+    })
+}
+
+/// Copies any array or view into a new DLPack tensor that owns the copy.
+///
+/// The copy is in standard (C) layout and flagged [`Flags::IS_COPIED`], so that a consumer may
+/// write it freely and take it as a `Vec` without another copy ([`ManagedTensor::into_vec`]).
 ///
 /// ```
 /// use dlpack_core::Flags;
-/// use dlpack_ndarray::ToDLPack;
+/// use dlpack_ndarray::to_dlpack;
 /// use ndarray::array;
 ///
 /// let a = array![[1u16, 2], [3, 4]];
-/// let tensor = a.t().to_dlpack()?; // a transposed view
+/// let tensor = to_dlpack(&a.t())?; // a transposed view
 /// assert!(tensor.flags().contains(Flags::IS_COPIED));
 /// assert_eq!(tensor.to_vec::<u16>()?, [1, 3, 2, 4]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
-pub trait ToDLPack {
-    /// Copies the elements into a new managed tensor of the same shape.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::OutOfMemory`] when the copy does not fit in memory (a broadcast view can stand
-    /// for far more elements than its memory holds), [`Error::BadNdim`] for more than
-    /// [`dlpack_core::MAX_NDIM`] dimensions.
-    fn to_dlpack(&self) -> Result<ManagedTensor, Error>;
-}
-
-impl<T: Element, S: Data<Elem = T>, D: Dimension + 'static> ToDLPack for ArrayBase<S, D> {
-    fn to_dlpack(&self) -> Result<ManagedTensor, Error> {
-        // Allocated fallibly: a broadcast view may stand for more elements than memory holds.
-        let mut data = dlpack_core::try_vec_with_capacity::<T>(self.len())?;
-        match self.as_slice() {
-            Some(elements) => data.extend_from_slice(elements),
-            None => data.extend(self.iter().copied()),
-        }
-        // SAFETY: `data` holds exactly `len()` elements, the product of the shape's sizes (which
-        // ndarray keeps within isize::MAX), in row-major order (`as_slice` is the standard
-        // layout's, `iter` walks in logical order), as a standard-layout array of this shape
-        // reads them.
-        let array = unsafe { Array::from_shape_vec_unchecked(self.raw_dim(), data) };
-        Ok(ManagedTensor::export(OwnedArray {
-            array,
-            copied: true,
-        })?)
+///
+/// # Errors
+///
+/// [`Error::OutOfMemory`] when the copy does not fit in memory (a broadcast view can stand for
+/// far more elements than its memory holds), [`Error::BadNdim`] for more than
+/// [`dlpack_core::MAX_NDIM`] dimensions.
+pub fn to_dlpack<T, S, D>(array: &ArrayBase<S, D>) -> Result<ManagedTensor, Error>
+where
+    T: Element,
+    S: Data<Elem = T>,
+    D: Dimension + 'static,
+{
+    // Allocated fallibly: a broadcast view may stand for more elements than memory holds.
+    let mut data = dlpack_core::try_vec_with_capacity::<T>(array.len())?;
+    match array.as_slice() {
+        Some(elements) => data.extend_from_slice(elements),
+        None => data.extend(array.iter().copied()),
     }
+    // SAFETY: `data` holds exactly `len()` elements, the product of the shape's sizes (which
+    // ndarray keeps within isize::MAX), in row-major order (`as_slice` is the standard
+    // layout's, `iter` walks in logical order), as a standard-layout array of this shape reads
+    // them.
+    let copy = unsafe { Array::from_shape_vec_unchecked(array.raw_dim(), data) };
+    Ok(ManagedTensor::export(OwnedArray {
+        array: copy,
+        copied: true,
+    })?)
 }
 
-/// Lends a read-only view to DLPack without copying: the tensor reads the view's memory in place
-/// and is flagged read-only.
+/// Lends an array or view to DLPack without copying it: the tensor reads the memory in place and
+/// is flagged read-only.
 ///
 /// A [`ManagedTensor`] carries no lifetime (consumers in C or Python hold it as long as they
-/// like), so the borrow checker cannot tie it to the view; the caller does. Prefer
-/// [`IntoDLPack`] (the tensor owns the array) or [`ToDLPack`] (a copy) unless the copy matters
+/// like), so the borrow checker cannot tie it to the borrow; the caller does. Prefer
+/// [`into_dlpack`] (the tensor owns the array) or [`to_dlpack`] (a copy) unless the copy matters
 /// and the tensor's life is known.
 ///
 /// ```
@@ -429,7 +467,7 @@ impl<T: Element, S: Data<Elem = T>, D: Dimension + 'static> ToDLPack for ArrayBa
 ///
 /// let a = array![[1.0f32, 2.0], [3.0, 4.0]];
 /// // SAFETY: the tensor is dropped below, before `a`, and nothing writes `a` meanwhile.
-/// let tensor = unsafe { export_view(a.t())? };
+/// let tensor = unsafe { export_view(&a.t())? };
 /// assert!(tensor.is_read_only());
 /// assert_eq!(tensor.view::<f32>()?.get(&[0, 1]), Some(&3.0));
 /// drop(tensor);
@@ -438,33 +476,38 @@ impl<T: Element, S: Data<Elem = T>, D: Dimension + 'static> ToDLPack for ArrayBa
 ///
 /// # Errors
 ///
-/// Only for views DLPack cannot describe: [`Error::BadNdim`] for more than
+/// Only for arrays DLPack cannot describe: [`Error::BadNdim`] for more than
 /// [`dlpack_core::MAX_NDIM`] dimensions.
 ///
 /// # Safety
 ///
 /// Until the tensor's deleter has run (the returned [`ManagedTensor`] is dropped, or whoever
-/// received it through [`ManagedTensor::into_raw`] or a Python capsule deletes it), the memory the
-/// view reaches must stay valid and in place, and nobody may write it: the array the view borrows
-/// must outlive the tensor, and must not be written, resized, moved out of or dropped meanwhile.
-/// Note that handing the tensor to a consumer that keeps it (a NumPy array made from it, say)
-/// extends this for as long as that consumer keeps it.
-pub unsafe fn export_view<T: Element, D: Dimension + 'static>(
-    view: ArrayView<'_, T, D>,
-) -> Result<ManagedTensor, Error> {
-    let first = view.as_ptr().cast_mut();
+/// received it through [`ManagedTensor::into_raw`] or a Python capsule deletes it), the memory
+/// `array` reaches must stay valid and in place, and nobody may write it: the array (or the array
+/// a view borrows) must outlive the tensor, and must not be written, resized, moved out of or
+/// dropped meanwhile. Handing the tensor to a consumer that keeps it (a NumPy array made from
+/// it, say) extends this for as long as that consumer keeps it.
+pub unsafe fn export_view<T, S, D>(array: &ArrayBase<S, D>) -> Result<ManagedTensor, Error>
+where
+    T: Element,
+    S: Data<Elem = T>,
+    D: Dimension + 'static,
+{
+    let first = array.as_ptr().cast_mut();
     Ok(ManagedTensor::export(BorrowedArray::new(
         first,
-        view.raw_dim(),
-        view.strides(),
+        array.raw_dim(),
+        array.strides(),
         false,
     ))?)
 }
 
-/// Lends a mutable view to DLPack without copying: the tensor's consumer may read and write the
-/// view's memory in place.
+/// Lends an array or mutable view to DLPack without copying it: the tensor's consumer may read
+/// and write the memory in place.
 ///
-/// As with [`export_view`], the tensor carries no lifetime, so the caller ties it to the view.
+/// As with [`export_view`], the tensor carries no lifetime, so the caller ties it to the borrow.
+/// An [`ArcArray`] shared with other clones is first made unique (ndarray's copy-on-write), so
+/// the tensor never writes memory another clone reads.
 ///
 /// ```
 /// use dlpack_ndarray::export_view_mut;
@@ -473,7 +516,7 @@ pub unsafe fn export_view<T: Element, D: Dimension + 'static>(
 /// let mut a = array![1i64, 2, 3];
 /// // SAFETY: the tensor is dropped at the end of the block, before `a` is used again.
 /// unsafe {
-///     let mut tensor = export_view_mut(a.view_mut())?;
+///     let mut tensor = export_view_mut(&mut a)?;
 ///     tensor.view_mut::<i64>()?.copy_from_slice(&[7, 8, 9])?;
 /// }
 /// assert_eq!(a, array![7, 8, 9]);
@@ -486,18 +529,21 @@ pub unsafe fn export_view<T: Element, D: Dimension + 'static>(
 ///
 /// # Safety
 ///
-/// Until the tensor's deleter has run (see [`export_view`]), the memory the view reaches must stay
-/// valid and in place, and nobody but the tensor's holder may read or write it: the array the
-/// view borrows must outlive the tensor and must not be used in any way meanwhile (no reads, no
-/// writes, no other views, not moved out of, resized or dropped).
-pub unsafe fn export_view_mut<T: Element, D: Dimension + 'static>(
-    mut view: ArrayViewMut<'_, T, D>,
-) -> Result<ManagedTensor, Error> {
-    let first = view.as_mut_ptr();
+/// Until the tensor's deleter has run (see [`export_view`]), the memory `array` reaches must stay
+/// valid and in place, and nobody but the tensor's holder may read or write it: the array (or the
+/// array a view borrows) must outlive the tensor and must not be used in any way meanwhile (no
+/// reads, no writes, no other views or clones, not moved out of, resized or dropped).
+pub unsafe fn export_view_mut<T, S, D>(array: &mut ArrayBase<S, D>) -> Result<ManagedTensor, Error>
+where
+    T: Element,
+    S: DataMut<Elem = T>,
+    D: Dimension + 'static,
+{
+    let first = array.as_mut_ptr();
     Ok(ManagedTensor::export(BorrowedArray::new(
         first,
-        view.raw_dim(),
-        view.strides(),
+        array.raw_dim(),
+        array.strides(),
         true,
     ))?)
 }

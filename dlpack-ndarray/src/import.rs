@@ -3,23 +3,25 @@
 //! Every view here is made from dlpack-core's validated views ([`CheckedTensor::view`],
 //! [`ManagedTensor::view_mut`]), which have already checked the dtype, the device, the alignment,
 //! the span of every reachable byte and, for mutable access, the read-only flag, overlapping
-//! strides and data over the tensor's own description. What is left is ndarray's own form: a pointer to the lowest address with
-//! non-negative strides, then [`invert_axis`](ndarray::ArrayBase::invert_axis) for every axis
-//! that runs backwards.
+//! strides and data over the tensor's own description. What is left is ndarray's own form: a
+//! pointer to the lowest address with non-negative strides, then
+//! [`invert_axis`](ndarray::ArrayBase::invert_axis) for every axis that runs backwards.
 
 use core::fmt;
 
 use dlpack_core::{
-    BorrowedTensor, CheckedTensor, Element, Error, ManagedTensor, TensorView, TensorViewMut,
+    BorrowedTensor, CheckedTensor, CopyMode, CopyReason, Element, Error, ManagedTensor, Refused,
+    TensorView, TensorViewMut, Transfer,
 };
 use ndarray::{
     Array, ArrayView, ArrayViewMut, Axis, Dimension, Ix0, Ix1, Ix2, Ix3, Ix4, Ix5, Ix6, IxDyn,
-    RawArrayView, RawArrayViewMut, ShapeBuilder,
+    RawArrayView, RawArrayViewMut, ShapeBuilder, StrideShape,
 };
 
 use crate::{OwnedArray, SharedArray};
 
 /// Refuses an ndim that `D` cannot hold.
+#[inline]
 fn check_ndim<D: Dimension>(found: usize) -> Result<(), Error> {
     match D::NDIM {
         Some(expected) if expected != found => Err(Error::NdimMismatch { found, expected }),
@@ -46,15 +48,21 @@ fn dim_of<D: Dimension>(shape: &[i64]) -> Result<D, Error> {
             product = product
                 .checked_mul(d)
                 .filter(|&p| isize::try_from(p).is_ok())
-                .ok_or_else(|| Error::Overflow {
-                    what: format!(
-                        "shape {shape:?} has more than isize::MAX elements along its non-empty axes, more than ndarray can index"
-                    ),
-                })?;
+                .ok_or_else(|| too_many_elements(shape))?;
         }
         *slot = d;
     }
     Ok(dim)
+}
+
+/// The error for a shape of more elements along its non-empty axes than ndarray can index.
+#[cold]
+fn too_many_elements(shape: &[i64]) -> Error {
+    Error::Overflow {
+        what: format!(
+            "shape {shape:?} has more than isize::MAX elements along its non-empty axes, more than ndarray can index"
+        ),
+    }
 }
 
 /// The sizes of `dim`, as a DLPack shape (for error messages).
@@ -69,391 +77,587 @@ fn array_from_vec<T: Element, D: Dimension>(
     dim: D,
     elements: Vec<T>,
 ) -> Result<Array<T, D>, Error> {
-    let found = vec![i64::try_from(elements.len()).unwrap_or(i64::MAX)];
-    let expected = shape_of(&dim);
-    Array::from_shape_vec(dim, elements).map_err(|_| Error::ShapeMismatch { found, expected })
+    if elements.len() != dim.size() {
+        let found = vec![i64::try_from(elements.len()).unwrap_or(i64::MAX)];
+        return Err(Error::ShapeMismatch {
+            found,
+            expected: shape_of(&dim),
+        });
+    }
+    // SAFETY: `elements` holds exactly as many elements as `dim` has (checked above), whose
+    // product `dim_of` kept within isize::MAX, in row-major order, as a standard-layout array of
+    // this shape reads them.
+    Ok(unsafe { Array::from_shape_vec_unchecked(dim, elements) })
 }
 
-/// How a validated core view maps onto an ndarray raw view.
+/// The four ndarray view types an imported tensor becomes, built from ndarray's form of a layout:
+/// a pointer to the lowest-addressed element and non-negative strides, then
+/// [`invert_axis`](ndarray::ArrayBase::invert_axis) for every axis that runs backwards.
+trait NdView<T, D: Dimension>: Sized {
+    /// ndarray's `from_shape_ptr` of this type.
+    ///
+    /// # Safety
+    ///
+    /// That of ndarray's `from_shape_ptr` of this type.
+    unsafe fn from_shape_ptr(shape: StrideShape<D>, lowest: *mut T) -> Self;
+
+    /// Reverses an axis: the view's pointer moves to the axis' other end, its stride changes
+    /// sign.
+    fn invert_axis(&mut self, axis: Axis);
+}
+
+impl<'a, T, D: Dimension> NdView<T, D> for ArrayView<'a, T, D> {
+    #[inline(always)]
+    unsafe fn from_shape_ptr(shape: StrideShape<D>, lowest: *mut T) -> Self {
+        // SAFETY: the caller's.
+        unsafe { ArrayView::from_shape_ptr(shape, lowest) }
+    }
+    #[inline]
+    fn invert_axis(&mut self, axis: Axis) {
+        ndarray::ArrayBase::invert_axis(self, axis);
+    }
+}
+
+impl<'a, T, D: Dimension> NdView<T, D> for ArrayViewMut<'a, T, D> {
+    #[inline(always)]
+    unsafe fn from_shape_ptr(shape: StrideShape<D>, lowest: *mut T) -> Self {
+        // SAFETY: the caller's.
+        unsafe { ArrayViewMut::from_shape_ptr(shape, lowest) }
+    }
+    #[inline]
+    fn invert_axis(&mut self, axis: Axis) {
+        ndarray::ArrayBase::invert_axis(self, axis);
+    }
+}
+
+impl<T, D: Dimension> NdView<T, D> for RawArrayView<T, D> {
+    #[inline(always)]
+    unsafe fn from_shape_ptr(shape: StrideShape<D>, lowest: *mut T) -> Self {
+        // SAFETY: the caller's.
+        unsafe { RawArrayView::from_shape_ptr(shape, lowest) }
+    }
+    #[inline]
+    fn invert_axis(&mut self, axis: Axis) {
+        ndarray::ArrayBase::invert_axis(self, axis);
+    }
+}
+
+impl<T, D: Dimension> NdView<T, D> for RawArrayViewMut<T, D> {
+    #[inline(always)]
+    unsafe fn from_shape_ptr(shape: StrideShape<D>, lowest: *mut T) -> Self {
+        // SAFETY: the caller's.
+        unsafe { RawArrayViewMut::from_shape_ptr(shape, lowest) }
+    }
+    #[inline]
+    fn invert_axis(&mut self, axis: Axis) {
+        ndarray::ArrayBase::invert_axis(self, axis);
+    }
+}
+
+/// The ndarray view `V` of a validated core view: its first element, shape, strides and number
+/// of elements.
 ///
-/// ndarray builds views from a pointer to the lowest-addressed element and non-negative
-/// strides; an axis whose DLPack stride is negative is then inverted, which moves the pointer
-/// back to the first element and makes the stride negative again. Every other tensor gets its
-/// own strides (their magnitudes), row-major ones included: building them from the tensor is
-/// cheaper than ndarray's computing its default strides for an `IxDyn` and than asking whether
-/// the tensor is row-major first (5-10% of a view import's instructions, `docs/benchmarks.md`).
-/// An empty tensor gets ndarray's default layout for its shape: its strides reach nothing.
-struct NdLayout<D> {
-    dim: D,
-    /// The magnitude of every stride, in elements; `None` for ndarray's default layout (an
-    /// empty tensor).
-    strides: Option<D>,
-    /// Elements from the first element (index `[0, 0, ...]`) to the lowest-addressed one.
-    lowest: isize,
-    /// 1 for every axis to invert afterwards, 0 for the others; `None` when no stride is
-    /// negative (the common case, which then builds one `D` less).
-    inverted: Option<D>,
+/// Every non-empty tensor gets its own strides (their magnitudes), row-major ones included:
+/// building them from the tensor is cheaper than ndarray's computing its default strides for an
+/// `IxDyn` and than asking whether the tensor is row-major first. The dimension values are built
+/// once, in place, and go straight into the view: this is the whole cost of a view beyond core's
+/// (`docs/benchmarks.md`, the ndarray view import).
+///
+/// # Safety
+///
+/// `first`, `shape` and `strides` are those of a core view that has `len` elements: `first` is
+/// aligned for `T` and every element the view reaches lies in one allocation whose span is at
+/// most `isize::MAX` bytes (for an empty view, `first` is any aligned non-NULL pointer); the
+/// caller may use those elements as `V` does (read them for a read-only view; read and write
+/// them, with no two indices on one element, for a mutable one) for `V`'s lifetime.
+#[inline(always)]
+unsafe fn nd_view<T, D: Dimension, V: NdView<T, D>>(
+    first: *mut T,
+    shape: &[i64],
+    strides: &[i64],
+    len: usize,
+) -> Result<V, Error> {
+    check_ndim::<D>(shape.len())?;
+    if len == 0 {
+        // SAFETY: the caller's.
+        return unsafe { empty_view(first, shape) };
+    }
+    // Every size is at least 1, so the product of the non-zero sizes is `len`, and every size is
+    // at most `len`: one comparison checks what ndarray needs of the shape.
+    if isize::try_from(len).is_err() {
+        return Err(too_many_elements(shape));
+    }
+    let mut dim = D::zeros(shape.len());
+    // A clone of the zeros is cheaper than building them again (an `IxDyn` copies them in).
+    let mut magnitudes = dim.clone();
+    let mut negative = false;
+    // One slice for each (indexing an `IxDyn` checks its storage every time).
+    for (((&size, &stride), d), m) in shape
+        .iter()
+        .zip(strides)
+        .zip(dim.slice_mut())
+        .zip(magnitudes.slice_mut())
+    {
+        // Core validated every size as non-negative; here each is between 1 and `len`.
+        *d = size as usize;
+        // Validation bounded (size - 1) * |stride| elements by the tensor's span, at most
+        // isize::MAX bytes, so on an axis longer than 1 the magnitude fits isize. An axis of
+        // size 1 never moves the pointer: any stride serves it equally, and the cap keeps it a
+        // non-negative isize.
+        *m = isize::try_from(stride.unsigned_abs())
+            .unwrap_or(isize::MAX)
+            .unsigned_abs();
+        negative |= stride < 0;
+    }
+    if negative {
+        // SAFETY: the caller's; `dim` and `magnitudes` are the shape and the strides' magnitudes.
+        return unsafe { reversed_view(first, dim, magnitudes, shape, strides) };
+    }
+    // SAFETY: with no negative stride, `first` is the lowest-addressed element: non-NULL and
+    // aligned. Moving from it along the strides reaches exactly the view's elements, all in one
+    // allocation whose span is at most isize::MAX bytes (so no offset overflows), and the product
+    // of the sizes is `len`, at most isize::MAX (checked above). The caller vouches for the
+    // access `V` makes.
+    Ok(unsafe { V::from_shape_ptr(dim.strides(magnitudes), first) })
 }
 
-impl<D: Dimension> NdLayout<D> {
-    /// The layout of a core view with this shape, these strides and `len` elements.
-    fn of(shape: &[i64], strides: &[i64], len: usize) -> Result<Self, Error> {
-        let dim = dim_of::<D>(shape)?;
-        let mut inverted: Option<D> = None;
-        let mut lowest: isize = 0;
-        if len == 0 {
-            return Ok(NdLayout {
-                dim,
-                strides: None,
-                lowest,
-                inverted,
-            });
-        }
-        let mut magnitudes = D::zeros(shape.len());
-        // One slice for all the writes, as in `dim_of`.
-        let slots = magnitudes.slice_mut();
-        for (axis, ((&size, &stride), slot)) in
-            shape.iter().zip(strides).zip(slots.iter_mut()).enumerate()
-        {
-            // Validation bounded (size - 1) * |stride| elements by the tensor's span, at most
-            // isize::MAX bytes, so on an axis longer than 1 the magnitude fits isize. An axis of
-            // size 1 never moves the pointer: any stride serves it equally.
-            let magnitude = isize::try_from(stride.unsigned_abs()).unwrap_or(isize::MAX);
-            *slot = magnitude.unsigned_abs();
-            if stride < 0 {
-                inverted.get_or_insert_with(|| D::zeros(shape.len()))[axis] = 1;
-                // The backward reach of this axis: one term of the validated span.
-                lowest = (size - 1)
-                    .checked_mul(stride)
-                    .and_then(|step| isize::try_from(step).ok())
-                    .and_then(|step| lowest.checked_add(step))
-                    .ok_or_else(|| Error::Overflow {
-                        what: format!(
-                            "the backward reach of strides {strides:?} for shape {shape:?}"
-                        ),
-                    })?;
-            }
-        }
-        Ok(NdLayout {
-            dim,
-            strides: Some(magnitudes),
-            lowest,
-            inverted,
-        })
-    }
+/// [`nd_view`] of a tensor without elements: ndarray's default layout for its shape (its strides
+/// reach nothing).
+///
+/// # Safety
+///
+/// `first` is aligned for `T` and non-NULL.
+#[cold]
+#[inline(never)]
+unsafe fn empty_view<T, D: Dimension, V: NdView<T, D>>(
+    first: *mut T,
+    shape: &[i64],
+) -> Result<V, Error> {
+    let dim = dim_of::<D>(shape)?;
+    // SAFETY: no element, no pointer moves; `first` is non-NULL and aligned, and `dim_of`
+    // checked the product of the non-zero sizes against isize::MAX.
+    Ok(unsafe { V::from_shape_ptr(dim.into(), first) })
+}
 
-    /// The layout of a core view.
-    fn of_view<T: Element>(view: &TensorView<'_, T>) -> Result<Self, Error> {
-        Self::of(view.shape(), view.strides(), view.len())
-    }
-
-    /// Inverts the axes that run backwards.
-    fn invert<S: ndarray::RawData>(inverted: Option<&D>, array: &mut ndarray::ArrayBase<S, D>) {
-        let Some(inverted) = inverted else {
-            return;
-        };
-        for axis in 0..inverted.ndim() {
-            if inverted[axis] == 1 {
-                array.invert_axis(Axis(axis));
-            }
+/// [`nd_view`] of a tensor with negative strides: the view starts at the lowest-addressed
+/// element with the strides' magnitudes, and the axes that run backwards are inverted.
+///
+/// # Safety
+///
+/// That of [`nd_view`], for a non-empty tensor of at most isize::MAX elements whose sizes are
+/// `dim` and the magnitudes of whose strides are `magnitudes`.
+#[cold]
+#[inline(never)]
+unsafe fn reversed_view<T, D: Dimension, V: NdView<T, D>>(
+    first: *mut T,
+    dim: D,
+    magnitudes: D,
+    shape: &[i64],
+    strides: &[i64],
+) -> Result<V, Error> {
+    // Elements from the first element to the lowest-addressed one: the sum of
+    // `(size - 1) * stride` over the axes that run backwards, one term of the validated span.
+    let mut lowest: isize = 0;
+    for (&size, &stride) in shape.iter().zip(strides) {
+        if stride < 0 {
+            lowest = (size - 1)
+                .checked_mul(stride)
+                .and_then(|step| isize::try_from(step).ok())
+                .and_then(|step| lowest.checked_add(step))
+                .ok_or_else(|| Error::Overflow {
+                    what: format!("the backward reach of strides {strides:?} for shape {shape:?}"),
+                })?;
         }
     }
-
-    /// A read-only raw view of the elements.
-    ///
-    /// # Safety
-    ///
-    /// `first` is the first element of a core view with the shape and strides this layout was
-    /// made from: aligned for `T`, and every element the view reaches lies in one allocation
-    /// (or, for an empty view, `first` is any aligned non-NULL pointer).
-    unsafe fn raw_view<T>(self, first: *const T) -> RawArrayView<T, D> {
-        let lowest = first.wrapping_offset(self.lowest);
-        // SAFETY: `lowest` is the view's lowest-addressed element (or `first`, aligned and
-        // non-NULL, when the view is empty), so it is non-NULL and aligned. Moving from it along
-        // the non-negative strides reaches exactly the view's elements, all in one allocation
-        // whose span core checked to be at most isize::MAX bytes (so no offset overflows); the
-        // product of the non-zero sizes was checked against isize::MAX by `dim_of`. An empty
-        // view gets ndarray's default layout for an empty shape: no element, no pointer moves.
-        let mut raw = unsafe {
-            match self.strides {
-                Some(strides) => RawArrayView::from_shape_ptr(self.dim.strides(strides), lowest),
-                None => RawArrayView::from_shape_ptr(self.dim, lowest),
-            }
-        };
-        Self::invert(self.inverted.as_ref(), &mut raw);
-        raw
+    let lowest_ptr = first.wrapping_offset(lowest);
+    // SAFETY: `lowest_ptr` is the view's lowest-addressed element, inside the allocation, so
+    // non-NULL and aligned; moving from it along the strides' magnitudes reaches exactly the
+    // view's elements (as in `nd_view`).
+    let mut view = unsafe { V::from_shape_ptr(dim.strides(magnitudes), lowest_ptr) };
+    for (axis, &stride) in strides.iter().enumerate() {
+        if stride < 0 {
+            view.invert_axis(Axis(axis));
+        }
     }
-
-    /// A mutable raw view of the elements.
-    ///
-    /// # Safety
-    ///
-    /// As for [`NdLayout::raw_view`], and the view's strides make distinct indices reach
-    /// distinct elements.
-    unsafe fn raw_view_mut<T>(self, first: *mut T) -> RawArrayViewMut<T, D> {
-        let lowest = first.wrapping_offset(self.lowest);
-        // SAFETY: as in `raw_view`; the strides do not overlap (caller), which is what ndarray's
-        // mutable raw view adds to the conditions (an empty view has no two elements at all).
-        let mut raw = unsafe {
-            match self.strides {
-                Some(strides) => RawArrayViewMut::from_shape_ptr(self.dim.strides(strides), lowest),
-                None => RawArrayViewMut::from_shape_ptr(self.dim, lowest),
-            }
-        };
-        Self::invert(self.inverted.as_ref(), &mut raw);
-        raw
-    }
+    Ok(view)
 }
 
 /// The ndarray form of a core read-only view, for the same lifetime.
+#[inline(always)]
 fn array_view<'a, T: Element, D: Dimension>(
     view: TensorView<'a, T>,
 ) -> Result<ArrayView<'a, T, D>, Error> {
-    let layout = NdLayout::<D>::of_view(&view)?;
-    // SAFETY: the pointer and layout are those of `view`, which core validated: aligned, every
-    // element inside one allocation.
-    let raw = unsafe { layout.raw_view(view.as_ptr()) };
-    // SAFETY: the raw view reaches exactly `view`'s elements, which `TensorView<'a, T>`
-    // guarantees to be readable, initialised, valid `T`s that nobody writes for `'a`.
-    Ok(unsafe { raw.deref_into_view() })
+    // SAFETY: the parts of a core view, which core validated (aligned, every element inside one
+    // allocation of at most isize::MAX bytes); `TensorView<'a, T>` guarantees its elements to be
+    // readable, initialised, valid `T`s that nobody writes for `'a`.
+    unsafe {
+        nd_view(
+            view.as_ptr().cast_mut(),
+            view.shape(),
+            view.strides(),
+            view.len(),
+        )
+    }
 }
 
 /// The ndarray form of a core mutable view, for the same lifetime.
+#[inline(always)]
 fn array_view_mut<'a, T: Element, D: Dimension>(
     mut view: TensorViewMut<'a, T>,
 ) -> Result<ArrayViewMut<'a, T, D>, Error> {
-    let layout = NdLayout::<D>::of_view(&view.as_view())?;
-    // SAFETY: as in `array_view`; core's mutable view also guarantees that distinct indices
-    // reach distinct elements.
-    let raw = unsafe { layout.raw_view_mut(view.as_mut_ptr()) };
-    // SAFETY: the raw view reaches exactly `view`'s elements, which `TensorViewMut<'a, T>`
-    // guarantees to be valid `T`s, writable, and accessed by nobody else for `'a`; `view`
+    let first = view.as_mut_ptr();
+    // SAFETY: as in `array_view`; `TensorViewMut<'a, T>` also guarantees its elements to be
+    // writable, accessed by nobody else for `'a`, and no two indices to share one; `view`
     // itself is dropped here, so the ndarray view is the only way to them.
-    Ok(unsafe { raw.deref_into_view_mut() })
+    unsafe { nd_view(first, view.shape(), view.strides(), view.len()) }
 }
 
-/// Viewing and copying an imported tensor as an ndarray array.
+/// A read-only ndarray view of an imported tensor's memory, without a copy.
 ///
-/// Implemented for [`CheckedTensor`], so available on [`ManagedTensor`] and [`BorrowedTensor`]
-/// (both dereference to it).
+/// `tensor` is a [`CheckedTensor`]: a [`ManagedTensor`] or a [`BorrowedTensor`] (both
+/// dereference to it). `D` is any ndarray dimensionality: fixed (`Ix0` ... `Ix6`, where the
+/// tensor's ndim must match) or `IxDyn`. Negative strides (NumPy's `a[::-1]`) give an ndarray
+/// view with negative strides over the same memory; zero strides (broadcast) a view with zero
+/// strides.
 ///
 /// ```
-/// use dlpack_core::ManagedTensor;
-/// use dlpack_ndarray::AsArray;
-/// use ndarray::{ArrayViewD, Ix2};
+/// use dlpack_core::{Error, ManagedTensor};
+/// use dlpack_ndarray::view;
+/// use ndarray::{ArrayView2, ArrayViewD, Ix2};
 ///
 /// let tensor = ManagedTensor::export(vec![1u8, 2, 3, 4, 5, 6])?; // a 1-d tensor
-/// let flat: ArrayViewD<u8> = tensor.as_array_view()?;
+/// let flat: ArrayViewD<u8> = view(&tensor)?;
 /// assert_eq!(flat.shape(), &[6]);
-/// let err = tensor.as_array_view::<u8, Ix2>().unwrap_err();
-/// assert_eq!(err, dlpack_core::Error::NdimMismatch { found: 1, expected: 2 });
-/// # Ok::<(), dlpack_core::Error>(())
+/// let err = view::<u8, Ix2>(&tensor).unwrap_err();
+/// assert_eq!(err, Error::NdimMismatch { found: 1, expected: 2 });
+/// # Ok::<(), Error>(())
 /// ```
-pub trait AsArray {
-    /// A read-only view of the tensor's memory, without a copy.
-    ///
-    /// Negative strides give an ndarray view with negative strides over the same memory; zero
-    /// strides (broadcast) a view with zero strides.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NdimMismatch`] if `D` is a fixed dimensionality other than the tensor's;
-    /// everything [`CheckedTensor::view`] checks: [`Error::DataTypeMismatch`] if the dtype is not
-    /// `T`'s, [`Error::NotHostAccessible`] if the host cannot read the memory,
-    /// [`Error::Misaligned`] if the first element is not aligned (and, for `bool`, the values);
-    /// [`Error::Overflow`] for a shape of more than `isize::MAX` elements along its non-empty
-    /// axes, which ndarray cannot index (a broadcast tensor can describe that many).
-    fn as_array_view<T: Element, D: Dimension>(&self) -> Result<ArrayView<'_, T, D>, Error>;
-
-    /// Copies the elements into a new standard-layout (C order) array.
-    ///
-    /// # Errors
-    ///
-    /// As for [`AsArray::as_array_view`], and [`Error::OutOfMemory`] when the copy does not fit
-    /// in memory (a broadcast tensor can describe far more elements than it holds).
-    fn to_array<T: Element, D: Dimension>(&self) -> Result<Array<T, D>, Error>;
-}
-
-impl AsArray for CheckedTensor {
-    fn as_array_view<T: Element, D: Dimension>(&self) -> Result<ArrayView<'_, T, D>, Error> {
-        check_ndim::<D>(self.ndim())?;
-        array_view(self.view::<T>()?)
-    }
-
-    fn to_array<T: Element, D: Dimension>(&self) -> Result<Array<T, D>, Error> {
-        let dim = dim_of::<D>(self.shape())?;
-        array_from_vec(dim, self.to_vec::<T>()?)
-    }
-}
-
-/// Viewing an imported tensor as a mutable ndarray array.
 ///
-/// Implemented for [`ManagedTensor`] and [`BorrowedTensor`], the owners that can lend their
-/// memory exclusively.
+/// # Errors
+///
+/// [`Error::NdimMismatch`] if `D` is a fixed dimensionality other than the tensor's; everything
+/// [`CheckedTensor::view`] checks: [`Error::DataTypeMismatch`] if the dtype is not `T`'s,
+/// [`Error::NotHostAccessible`] if the host cannot read the memory, [`Error::Misaligned`] if the
+/// first element is not aligned (and, for `bool`, the values); [`Error::Overflow`] for a shape of
+/// more than `isize::MAX` elements along its non-empty axes, which ndarray cannot index (a
+/// broadcast tensor can describe that many).
+#[inline]
+pub fn view<T: Element, D: Dimension>(
+    tensor: &CheckedTensor,
+) -> Result<ArrayView<'_, T, D>, Error> {
+    check_ndim::<D>(tensor.ndim())?;
+    array_view(tensor.view::<T>()?)
+}
+
+/// The imported tensors that lend a mutable view of their memory ([`view_mut`]): a
+/// [`ManagedTensor`] or a [`BorrowedTensor`], which their holder has exclusively. Sealed: no
+/// other type implements it.
+pub trait MutableTensor: sealed::Sealed {}
+
+impl MutableTensor for ManagedTensor {}
+impl MutableTensor for BorrowedTensor<'_> {}
+
+mod sealed {
+    use dlpack_core::{
+        BorrowedTensor, CheckedTensor, Element, Error, ManagedTensor, TensorViewMut,
+    };
+
+    /// What [`view_mut`](crate::view_mut) asks of its argument.
+    pub trait Sealed {
+        /// The tensor's description.
+        fn checked(&self) -> &CheckedTensor;
+        /// Core's validated mutable view.
+        fn core_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error>;
+    }
+
+    impl Sealed for ManagedTensor {
+        #[inline]
+        fn checked(&self) -> &CheckedTensor {
+            self
+        }
+        #[inline]
+        fn core_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
+            self.view_mut::<T>()
+        }
+    }
+
+    impl Sealed for BorrowedTensor<'_> {
+        #[inline]
+        fn checked(&self) -> &CheckedTensor {
+            self
+        }
+        #[inline]
+        fn core_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
+            self.view_mut::<T>()
+        }
+    }
+}
+
+/// A mutable ndarray view of an imported tensor's memory, without a copy.
+///
+/// `tensor` is a [`ManagedTensor`] or a [`BorrowedTensor`], borrowed mutably for the view's
+/// life; `D` as for [`view`].
 ///
 /// ```
 /// use dlpack_core::ManagedTensor;
-/// use dlpack_ndarray::AsArrayMut;
-/// use ndarray::ArrayViewMut1;
+/// use dlpack_ndarray::view_mut;
+/// use ndarray::Ix1;
 ///
 /// let mut tensor = ManagedTensor::export(vec![1i32, 2, 3])?;
-/// let mut view: ArrayViewMut1<i32> = tensor.as_array_view_mut()?;
-/// view *= 10;
+/// let mut v = view_mut::<i32, Ix1>(&mut tensor)?;
+/// v *= 10;
 /// assert_eq!(tensor.to_vec::<i32>()?, [10, 20, 30]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
-pub trait AsArrayMut {
-    /// A mutable view of the tensor's memory, without a copy.
-    ///
-    /// # Errors
-    ///
-    /// As for [`AsArray::as_array_view`], and [`Error::ReadOnly`] for a read-only tensor,
-    /// [`Error::OverlappingStrides`] for strides under which two indices reach the same element
-    /// (a broadcast tensor, say), [`Error::DataOverlapsDescription`] for data that overlaps the
-    /// tensor's own struct, shape or strides.
-    fn as_array_view_mut<T: Element, D: Dimension>(
-        &mut self,
-    ) -> Result<ArrayViewMut<'_, T, D>, Error>;
+///
+/// # Errors
+///
+/// As for [`view`], and [`Error::ReadOnly`] for a read-only tensor,
+/// [`Error::OverlappingStrides`] for strides under which two indices reach the same element (a
+/// broadcast tensor, say), [`Error::DataOverlapsDescription`] for data that overlaps the
+/// tensor's own struct, shape or strides.
+#[inline]
+pub fn view_mut<T: Element, D: Dimension>(
+    tensor: &mut impl MutableTensor,
+) -> Result<ArrayViewMut<'_, T, D>, Error> {
+    check_ndim::<D>(tensor.checked().ndim())?;
+    array_view_mut(tensor.core_view_mut::<T>()?)
 }
 
-impl AsArrayMut for ManagedTensor {
-    fn as_array_view_mut<T: Element, D: Dimension>(
-        &mut self,
-    ) -> Result<ArrayViewMut<'_, T, D>, Error> {
-        check_ndim::<D>(self.ndim())?;
-        array_view_mut(self.view_mut::<T>()?)
-    }
-}
-
-impl AsArrayMut for BorrowedTensor<'_> {
-    fn as_array_view_mut<T: Element, D: Dimension>(
-        &mut self,
-    ) -> Result<ArrayViewMut<'_, T, D>, Error> {
-        check_ndim::<D>(self.ndim())?;
-        array_view_mut(self.view_mut::<T>()?)
-    }
-}
-
-/// What a reclaim attempt gave: the array, or the tensor back.
-type Reclaimed<T, D> = Result<Array<T, D>, ManagedTensor>;
-
-/// Takes back the [`OwnedArray<T, E>`] this crate exported, as an `Array<T, D>` with the same
-/// memory and layout, if the tensor holds one; the caller has checked that `D` fits the ndim.
-fn reclaim_as<T: Element, D: Dimension + 'static, E: Dimension + 'static>(
-    tensor: ManagedTensor,
-) -> Result<Reclaimed<T, D>, Error> {
-    match tensor.reclaim::<OwnedArray<T, E>>() {
-        Ok(producer) => into_dimension(producer.into_inner()).map(Ok),
-        Err(tensor) => Ok(Err(tensor)),
-    }
-}
-
-/// Takes back the [`SharedArray<T, E>`] this crate exported, as an `Array<T, D>`
-/// ([`ArcArray::into_owned`](ndarray::ArrayBase::into_owned): the same memory unless other
-/// clones share it), if the tensor holds one; the caller has checked that `D` fits the ndim.
-fn reclaim_shared_as<T: Element, D: Dimension + 'static, E: Dimension + 'static>(
-    tensor: ManagedTensor,
-) -> Result<Reclaimed<T, D>, Error> {
-    match tensor.reclaim::<SharedArray<T, E>>() {
-        Ok(producer) => into_dimension(producer.into_inner().into_owned()).map(Ok),
-        Err(tensor) => Ok(Err(tensor)),
-    }
-}
-
-/// Either of the two, under the dimension type `E`.
-fn reclaim_either<T: Element, D: Dimension + 'static, E: Dimension + 'static>(
-    tensor: ManagedTensor,
-) -> Result<Reclaimed<T, D>, Error> {
-    match reclaim_as::<T, D, E>(tensor)? {
-        Ok(array) => Ok(Ok(array)),
-        Err(tensor) => reclaim_shared_as::<T, D, E>(tensor),
-    }
-}
-
-/// An array of the tensor's ndim under the dimension type `D` (which the caller checked fits).
-fn into_dimension<T, D: Dimension, E: Dimension>(array: Array<T, E>) -> Result<Array<T, D>, Error> {
-    let found = array.ndim();
-    array
-        .into_dimensionality::<D>()
-        .map_err(|_| Error::NdimMismatch {
-            found,
-            expected: D::NDIM.unwrap_or(found),
-        })
-}
-
-/// Taking an owned array out of an imported tensor: without a copy when possible.
+/// Copies an imported tensor's elements into a new standard-layout (C order) array.
+///
+/// For a tensor held by reference, a [`BorrowedTensor`] in particular; a [`ManagedTensor`] that
+/// is no longer needed goes to [`into_owned`], which takes its memory over without a copy when
+/// it can. Unlike `view(tensor)?.to_owned()`, the copy's allocation may fail without aborting
+/// (a broadcast tensor can describe far more elements than memory holds), and a `bool` tensor
+/// that code outside Rust may write is copied, then checked.
 ///
 /// ```
 /// use dlpack_core::ManagedTensor;
-/// use dlpack_ndarray::{IntoArray, IntoDLPack};
-/// use ndarray::{Array2, ArrayD, ShapeBuilder};
+/// use dlpack_ndarray::to_owned;
+/// use ndarray::{Array2, array};
+///
+/// let tensor = dlpack_ndarray::into_dlpack(array![[1u8, 2], [3, 4]])?;
+/// let copy: Array2<u8> = to_owned(&tensor)?;
+/// assert_ne!(copy.as_ptr(), tensor.view::<u8>()?.as_ptr());
+/// assert_eq!(copy, array![[1, 2], [3, 4]]);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Errors
+///
+/// As for [`view`], and [`Error::OutOfMemory`] when the copy does not fit in memory.
+pub fn to_owned<T: Element, D: Dimension>(tensor: &CheckedTensor) -> Result<Array<T, D>, Error> {
+    let dim = dim_of::<D>(tensor.shape())?;
+    array_from_vec(dim, tensor.to_vec::<T>()?)
+}
+
+/// Takes an imported tensor over as an owned [`Array`], without a copy when it can and as `mode`
+/// allows otherwise, and says which it was ([`Transfer`]).
+///
+/// With [`CopyMode::IfNeeded`] or [`CopyMode::Never`], in this order:
+/// - an [`Array`] this crate exported ([`into_dlpack`](crate::into_dlpack)) comes back as
+///   itself, with its own memory layout, also under another dimension type of the same ndim
+///   (`Ix2` <-> `IxDyn`): [`Transfer::Reclaimed`];
+/// - an [`ArcArray`](ndarray::ArcArray) this crate exported comes back through
+///   [`ArcArray::into_owned`](ndarray::ArrayBase::into_owned): [`Transfer::Reclaimed`] when no
+///   other clone shares its memory; when one does, that is a copy,
+///   [`Transfer::Copied`]`(`[`CopyReason::NotOwned`]`)`;
+/// - a compact row-major CPU tensor whose producer owns its elements as a `Vec` (a `Vec` or
+///   `Box<[T]>` export, a standard-layout ndarray or nalgebra export) hands that `Vec` over
+///   ([`ManagedTensor::into_vec`]): [`Transfer::Moved`];
+/// - anything else is copied into a new standard-layout array: [`CopyReason::Layout`] for a
+///   tensor that is not compact row-major, [`CopyReason::NotOwned`] for one whose producer does
+///   not hand its memory over (a NumPy or PyTorch tensor, a view, shared memory).
+///
+/// [`CopyMode::Never`] refuses every copy with [`Error::CopyRefused`]; [`CopyMode::Always`]
+/// copies even a tensor that could be taken over ([`CopyReason::Requested`]).
+///
+/// ```
+/// use dlpack_core::{CopyMode, CopyReason, Error, ManagedTensor, Transfer};
+/// use dlpack_ndarray::{into_dlpack, into_owned};
+/// use ndarray::{Array2, ArrayD, ShapeBuilder, array};
 ///
 /// // An array exported by this crate comes back as itself, Fortran layout and all.
 /// let a = Array2::<f32>::ones((3, 4).f());
 /// let address = a.as_ptr();
-/// let back: ArrayD<f32> = a.into_dlpack()?.into_array()?; // another dimension type is fine
-/// assert_eq!((back.as_ptr(), back.strides()), (address, &[1, 3][..]));
+/// let (back, transfer) = into_owned::<f32, ndarray::IxDyn>(into_dlpack(a)?, CopyMode::Never)?;
+/// assert_eq!((back.as_ptr(), back.strides(), transfer), (address, &[1, 3][..], Transfer::Reclaimed));
 ///
-/// // A row-major Vec export is taken over as well.
-/// let v = vec![1u8, 2, 3, 4];
-/// let address = v.as_ptr();
-/// let a: ndarray::Array1<u8> = ManagedTensor::export(v)?.into_array()?;
-/// assert_eq!(a.as_ptr(), address);
-/// # Ok::<(), dlpack_core::Error>(())
+/// // A transposed view of a Vec cannot be taken over: copied, or refused under `Never`,
+/// // which gives the tensor back.
+/// let v = array![[1u8, 2], [3, 4]];
+/// // SAFETY: the tensor is dropped at the end of this statement's scope, before `v`.
+/// let tensor = unsafe { dlpack_ndarray::export_view(&v.t())? };
+/// let refused = into_owned::<u8, ndarray::Ix2>(tensor, CopyMode::Never).unwrap_err();
+/// assert_eq!(refused.error, Error::CopyRefused { reason: CopyReason::Layout });
+/// let (copy, transfer) = into_owned::<u8, ndarray::Ix2>(refused.value, CopyMode::IfNeeded)?;
+/// assert_eq!((copy, transfer), (array![[1, 3], [2, 4]], Transfer::Copied(CopyReason::Layout)));
+/// # Ok::<(), Error>(())
 /// ```
-pub trait IntoArray {
-    /// The tensor's elements as an owned array.
-    ///
-    /// Without a copy, in this order: an [`Array`] exported by this crate
-    /// ([`IntoDLPack`](crate::IntoDLPack)) comes back as itself, with its own layout (also under
-    /// another dimension type of the same ndim, `Ix2` <-> `IxDyn`); an [`ArcArray`] export
-    /// comes back through [`ArcArray::into_owned`], which copies only if other clones share it
-    /// (under another dimension type too);
-    /// a compact row-major CPU tensor whose producer owns its elements as a `Vec` (a `Vec` or
-    /// `Box<[T]>` export, an ndarray in standard layout) gives that `Vec` up
-    /// ([`ManagedTensor::into_vec`]). Anything else is copied into a new standard-layout array.
-    ///
-    /// # Errors
-    ///
-    /// As for [`AsArray::to_array`]; the tensor is dropped then (its deleter runs).
-    ///
-    /// [`ArcArray`]: ndarray::ArcArray
-    /// [`ArcArray::into_owned`]: ndarray::ArrayBase::into_owned
-    fn into_array<T: Element, D: Dimension + 'static>(self) -> Result<Array<T, D>, Error>;
+///
+/// # Errors
+///
+/// The tensor comes back, untouched, in the [`Refused`], with the reason: those of [`view`] for
+/// the tensor's description ([`Error::NdimMismatch`], [`Error::DataTypeMismatch`],
+/// [`Error::Overflow`], [`Error::DimOutOfRange`]), checked before anything else;
+/// [`Error::CopyRefused`] when only a copy would do and `mode` is [`CopyMode::Never`]; those of
+/// [`CheckedTensor::to_vec`] when the copy fails ([`Error::NotHostAccessible`],
+/// [`Error::OutOfMemory`], ...). An [`ArcArray`](ndarray::ArcArray) export refused under
+/// [`CopyMode::Never`] because another clone shares it comes back in a new tensor over the same
+/// array, with the same description (read-only).
+pub fn into_owned<T: Element, D: Dimension + 'static>(
+    tensor: ManagedTensor,
+    mode: CopyMode,
+) -> Result<(Array<T, D>, Transfer), Refused<ManagedTensor>> {
+    let dim = match check_owned::<T, D>(&tensor) {
+        Ok(dim) => dim,
+        Err(error) => {
+            return Err(Refused {
+                error,
+                value: tensor,
+            });
+        }
+    };
+    if mode == CopyMode::Always {
+        return copy_owned(tensor, dim, mode, CopyReason::Requested);
+    }
+    let tensor = match reclaim::<T, D>(tensor, mode)? {
+        Ok(taken) => return Ok(taken),
+        Err(tensor) => tensor,
+    };
+    let reason = if tensor.is_row_major_contiguous() {
+        CopyReason::NotOwned
+    } else {
+        CopyReason::Layout
+    };
+    match tensor.into_vec::<T>() {
+        Ok(elements) => {
+            // `into_vec` gives exactly the tensor's `len()` elements, the product of its shape,
+            // which is `dim`'s size: this cannot fail (and the tensor is gone already).
+            let array = Array::from_shape_vec(dim, elements)
+                .expect("ManagedTensor::into_vec gives exactly the tensor's elements");
+            Ok((array, Transfer::Moved))
+        }
+        Err(tensor) => copy_owned(tensor, dim, mode, reason),
+    }
 }
 
-impl IntoArray for ManagedTensor {
-    fn into_array<T: Element, D: Dimension + 'static>(self) -> Result<Array<T, D>, Error> {
-        check_ndim::<D>(self.ndim())?;
-        let tensor = match reclaim_either::<T, D, D>(self)? {
-            Ok(array) => return Ok(array),
-            Err(tensor) => tensor,
-        };
-        // The same array under another dimension type (exported as Array2, asked as ArrayD).
-        let tensor = match tensor.ndim() {
-            0 => reclaim_either::<T, D, Ix0>(tensor)?,
-            1 => reclaim_either::<T, D, Ix1>(tensor)?,
-            2 => reclaim_either::<T, D, Ix2>(tensor)?,
-            3 => reclaim_either::<T, D, Ix3>(tensor)?,
-            4 => reclaim_either::<T, D, Ix4>(tensor)?,
-            5 => reclaim_either::<T, D, Ix5>(tensor)?,
-            6 => reclaim_either::<T, D, Ix6>(tensor)?,
-            _ => Err(tensor),
-        };
-        let tensor = match tensor {
-            Ok(array) => return Ok(array),
-            Err(tensor) => tensor,
-        };
-        let tensor = match reclaim_either::<T, D, IxDyn>(tensor)? {
-            Ok(array) => return Ok(array),
-            Err(tensor) => tensor,
-        };
-        let dim = dim_of::<D>(tensor.shape())?;
-        match tensor.into_vec::<T>() {
-            Ok(elements) => array_from_vec(dim, elements),
-            Err(tensor) => array_from_vec(dim, tensor.to_vec::<T>()?),
+/// What [`into_owned`] checks of the tensor's description before anything else: the ndim, the
+/// dtype, and a shape ndarray can index, which it returns.
+#[inline]
+fn check_owned<T: Element, D: Dimension>(tensor: &CheckedTensor) -> Result<D, Error> {
+    check_ndim::<D>(tensor.ndim())?;
+    if tensor.dtype() != T::DTYPE {
+        return Err(Error::DataTypeMismatch {
+            found: tensor.dtype(),
+            expected: T::DTYPE,
+        });
+    }
+    dim_of::<D>(tensor.shape())
+}
+
+/// The copy of [`into_owned`], for `reason`, as `mode` allows; the tensor back on failure.
+fn copy_owned<T: Element, D: Dimension>(
+    tensor: ManagedTensor,
+    dim: D,
+    mode: CopyMode,
+    reason: CopyReason,
+) -> Result<(Array<T, D>, Transfer), Refused<ManagedTensor>> {
+    let copied = mode
+        .copy(reason)
+        .and_then(|transfer| Ok((array_from_vec(dim, tensor.to_vec::<T>()?)?, transfer)));
+    match copied {
+        Ok(done) => Ok(done),
+        Err(error) => Err(Refused {
+            error,
+            value: tensor,
+        }),
+    }
+}
+
+/// What a reclaim attempt gave: the array and how it came, or the tensor back.
+type Taken<T, D> = Result<(Array<T, D>, Transfer), ManagedTensor>;
+
+/// Takes back the [`OwnedArray`] or [`SharedArray`] this crate exported, under the dimension type
+/// `D` or any other of the same ndim, if the tensor holds one; the caller has checked that `D`
+/// fits the tensor's ndim.
+fn reclaim<T: Element, D: Dimension + 'static>(
+    tensor: ManagedTensor,
+    mode: CopyMode,
+) -> Result<Taken<T, D>, Refused<ManagedTensor>> {
+    let tensor = match reclaim_as::<T, D, D>(tensor, mode)? {
+        Ok(taken) => return Ok(Ok(taken)),
+        Err(tensor) => tensor,
+    };
+    if D::NDIM.is_some() {
+        // The same array as an `ArrayD`.
+        return reclaim_as::<T, D, IxDyn>(tensor, mode);
+    }
+    // The same array under its fixed dimension type (exported as Array2, asked as ArrayD).
+    match tensor.ndim() {
+        0 => reclaim_as::<T, D, Ix0>(tensor, mode),
+        1 => reclaim_as::<T, D, Ix1>(tensor, mode),
+        2 => reclaim_as::<T, D, Ix2>(tensor, mode),
+        3 => reclaim_as::<T, D, Ix3>(tensor, mode),
+        4 => reclaim_as::<T, D, Ix4>(tensor, mode),
+        5 => reclaim_as::<T, D, Ix5>(tensor, mode),
+        6 => reclaim_as::<T, D, Ix6>(tensor, mode),
+        _ => Ok(Err(tensor)),
+    }
+}
+
+/// Takes back the [`OwnedArray<T, E>`] or [`SharedArray<T, E>`] this crate exported, as an
+/// `Array<T, D>`, if the tensor holds one.
+///
+/// A shared array becomes owned through [`ArcArray::into_owned`](ndarray::ArrayBase::into_owned):
+/// the same memory when no other clone shares it ([`Transfer::Reclaimed`]), a copy otherwise
+/// ([`CopyReason::NotOwned`]), which [`CopyMode::Never`] refuses: the array then goes back into
+/// a tensor like the one it came in.
+fn reclaim_as<T: Element, D: Dimension + 'static, E: Dimension + 'static>(
+    tensor: ManagedTensor,
+    mode: CopyMode,
+) -> Result<Taken<T, D>, Refused<ManagedTensor>> {
+    let tensor = match tensor.reclaim::<OwnedArray<T, E>>() {
+        Ok(producer) => {
+            return Ok(Ok((
+                into_dimension(producer.into_inner()),
+                Transfer::Reclaimed,
+            )));
+        }
+        Err(tensor) => tensor,
+    };
+    let shared = match tensor.reclaim::<SharedArray<T, E>>() {
+        Ok(producer) => producer.into_inner(),
+        Err(tensor) => return Ok(Err(tensor)),
+    };
+    // No one can clone the array while the tensor holds it, so a unique array stays unique.
+    if shared.is_unique() {
+        return Ok(Ok((
+            into_dimension(shared.into_owned()),
+            Transfer::Reclaimed,
+        )));
+    }
+    match mode.copy(CopyReason::NotOwned) {
+        Ok(transfer) => Ok(Ok((into_dimension(shared.into_owned()), transfer))),
+        Err(error) => {
+            // Back into a tensor like the one that came in: the same description, read-only
+            // and versioned (a `SharedArray` never goes out in the legacy struct, which cannot
+            // say read-only). It was accepted once, so it is accepted again.
+            let value = ManagedTensor::export(SharedArray::new(shared)).unwrap_or_else(|_| {
+                unreachable!("a SharedArray this crate exported exports again")
+            });
+            Err(Refused { error, value })
         }
     }
+}
+
+/// The array under the dimension type `D`, which the caller checked fits its ndim (`D` is
+/// `IxDyn`, or has the ndim of `E`'s array): this cannot fail.
+fn into_dimension<T, D: Dimension, E: Dimension>(array: Array<T, E>) -> Array<T, D> {
+    array
+        .into_dimensionality::<D>()
+        .unwrap_or_else(|_| unreachable!("the caller checked that D fits the array's ndim"))
 }
 
 /// How an [`ImportedArray`] lends its memory.
@@ -474,17 +678,23 @@ enum Access<T, D> {
 ///
 /// ```
 /// use dlpack_core::{Error, ManagedTensor};
-/// use dlpack_ndarray::{ImportedArray, IntoDLPack};
+/// use dlpack_ndarray::{ImportedArray, into_dlpack};
 /// use ndarray::{array, Ix2};
 ///
-/// fn import(raw: *mut dlpack_core::ffi::DLManagedTensorVersioned) -> Result<ImportedArray<f64, Ix2>, Error> {
-///     // SAFETY: the caller passes a live tensor it owns (here: one exported just below).
+/// /// # Safety
+/// ///
+/// /// `raw` is a live tensor that the caller owns and gives away.
+/// unsafe fn import(
+///     raw: *mut dlpack_core::ffi::DLManagedTensorVersioned,
+/// ) -> Result<ImportedArray<f64, Ix2>, Error> {
+///     // SAFETY: the caller's.
 ///     let tensor = unsafe { ManagedTensor::from_raw(raw)? };
-///     ImportedArray::new(tensor)
+///     Ok(ImportedArray::new(tensor)?)
 /// }
 ///
-/// let raw = array![[1.0, 2.0], [3.0, 4.0]].into_dlpack()?.into_raw()?;
-/// let mut imported = import(raw)?;
+/// let raw = into_dlpack(array![[1.0, 2.0], [3.0, 4.0]])?.into_raw()?;
+/// // SAFETY: `raw` was exported just above and is given away here.
+/// let mut imported = unsafe { import(raw)? };
 /// imported.view_mut()?[[0, 0]] = 9.0;
 /// assert_eq!(imported.view().sum(), 18.0);
 /// # Ok::<(), dlpack_core::Error>(())
@@ -510,22 +720,37 @@ impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
     ///
     /// # Errors
     ///
-    /// As for [`AsArray::as_array_view`]; the tensor is dropped then (its deleter runs).
-    pub fn new(mut tensor: ManagedTensor) -> Result<Self, Error> {
+    /// As for [`view`]; the tensor comes back in the [`Refused`].
+    pub fn new(mut tensor: ManagedTensor) -> Result<Self, Refused<ManagedTensor>> {
+        match Self::access(&mut tensor) {
+            Ok(access) => Ok(ImportedArray { access, tensor }),
+            Err(error) => Err(Refused {
+                error,
+                value: tensor,
+            }),
+        }
+    }
+
+    /// The views `tensor` lends, checked once.
+    fn access(tensor: &mut ManagedTensor) -> Result<Access<T, D>, Error> {
         check_ndim::<D>(tensor.ndim())?;
-        let (first, layout) = {
-            let view = tensor.view::<T>()?;
-            (view.as_ptr(), NdLayout::<D>::of_view(&view)?)
+        let why = match tensor.view_mut::<T>() {
+            Ok(mut view) => {
+                let first = view.as_mut_ptr();
+                // SAFETY: the parts of a mutable view core validated (aligned, in one
+                // allocation, no two indices on one element); a raw view makes no access yet.
+                let raw = unsafe { nd_view(first, view.shape(), view.strides(), view.len())? };
+                return Ok(Access::Writable(raw));
+            }
+            Err(why) => why,
         };
-        let access = match tensor.view_mut::<T>() {
-            // SAFETY: the layout is that of the read-only view above, which has the same shape
-            // and strides (same tensor); the pointer is that of a mutable view core validated
-            // (aligned, in one allocation, no two indices on one element).
-            Ok(mut view) => Access::Writable(unsafe { layout.raw_view_mut(view.as_mut_ptr()) }),
-            // SAFETY: the pointer and layout are those of a read-only view core validated.
-            Err(why) => Access::ReadOnly(unsafe { layout.raw_view(first) }, why),
-        };
-        Ok(ImportedArray { access, tensor })
+        // Not writable: a read-only view, whose checks (dtype, host access, alignment) come
+        // before the reason not to write.
+        let view = tensor.view::<T>()?;
+        let first = view.as_ptr().cast_mut();
+        // SAFETY: the parts of a read-only view core validated; a raw view makes no access yet.
+        let raw = unsafe { nd_view(first, view.shape(), view.strides(), view.len())? };
+        Ok(Access::ReadOnly(raw, why))
     }
 
     /// A read-only view.
@@ -566,14 +791,18 @@ impl<T: Element, D: Dimension + 'static> ImportedArray<T, D> {
         self.tensor
     }
 
-    /// The elements as an owned array: without a copy when possible ([`IntoArray::into_array`]).
+    /// The elements as an owned array, without a copy when possible and as `mode` allows
+    /// otherwise: [`into_owned`] of the tensor.
     ///
     /// # Errors
     ///
-    /// [`Error::OutOfMemory`] when a copy does not fit in memory: [`ImportedArray::new`] made
-    /// the other checks of [`IntoArray::into_array`] already. The tensor is dropped then.
-    pub fn into_array(self) -> Result<Array<T, D>, Error> {
-        self.tensor.into_array()
+    /// As for [`into_owned`] ([`ImportedArray::new`] made the checks of the description
+    /// already): [`Error::CopyRefused`], or a copy that fails. The tensor comes back.
+    pub fn into_owned(
+        self,
+        mode: CopyMode,
+    ) -> Result<(Array<T, D>, Transfer), Refused<ManagedTensor>> {
+        into_owned(self.tensor, mode)
     }
 }
 

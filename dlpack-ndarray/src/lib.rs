@@ -4,50 +4,51 @@
 //! `dlpack-candle` takes an owned standard-layout `Array` without a copy and copies any other.)
 //!
 //! ```
-//! use dlpack_core::ManagedTensor;
-//! use dlpack_ndarray::prelude::*;
-//! use ndarray::{array, s, Array2, ArrayView2};
+//! use dlpack_core::{CopyMode, ManagedTensor, Transfer};
+//! use dlpack_ndarray::{into_dlpack, into_owned, view, view_mut};
+//! use ndarray::{array, s, ArrayView2, Ix2};
 //!
 //! // Export: the array moves into the tensor. One small allocation, no copy of the elements.
 //! let a = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]];
 //! let address = a.as_ptr();
-//! let raw = a.into_dlpack()?.into_raw()?; // a DLManagedTensorVersioned* for C or Python
+//! let raw = into_dlpack(a)?.into_raw()?; // a DLManagedTensorVersioned* for C or Python
 //!
 //! // Import: dlpack-core validates the tensor once; the view is ndarray's own type.
 //! // SAFETY: `raw` is a live tensor that we own.
 //! let mut tensor = unsafe { ManagedTensor::from_raw(raw)? };
-//! let view: ArrayView2<f32> = tensor.as_array_view()?;
-//! assert_eq!(view.as_ptr(), address); // the same memory
-//! assert_eq!(view.slice(s![.., ..;-1]), array![[3.0, 2.0, 1.0], [6.0, 5.0, 4.0]]);
+//! let v: ArrayView2<f32> = view(&tensor)?;
+//! assert_eq!(v.as_ptr(), address); // the same memory
+//! assert_eq!(v.slice(s![.., ..;-1]), array![[3.0, 2.0, 1.0], [6.0, 5.0, 4.0]]);
 //!
 //! // Write through a mutable view, then take the original array back, still without a copy.
-//! tensor.as_array_view_mut::<f32, ndarray::Ix2>()?[[0, 0]] = 10.0;
-//! let back: Array2<f32> = tensor.into_array()?;
-//! assert_eq!(back.as_ptr(), address);
+//! view_mut::<f32, Ix2>(&mut tensor)?[[0, 0]] = 10.0;
+//! let (back, transfer) = into_owned::<f32, Ix2>(tensor, CopyMode::Never)?;
+//! assert_eq!((back.as_ptr(), transfer), (address, Transfer::Reclaimed));
 //! assert_eq!(back[[0, 0]], 10.0);
 //! # Ok::<(), dlpack_core::Error>(())
 //! ```
 //!
-//! # Export
+//! # The verbs
 //!
-//! | from | how | tensor |
+//! The same free functions, with the same meanings, as every adapter of the workspace
+//! (`dlpack-nalgebra`, `dlpack-candle`):
+//!
+//! | verb | from -> to | copies? |
 //! |---|---|---|
-//! | [`Array<T, D>`](ndarray::Array) | [`IntoDLPack::into_dlpack`] (the array moves in) | writable, zero copy |
-//! | [`ArcArray<T, D>`](ndarray::ArcArray) | [`IntoDLPack::into_dlpack`] (one clone moves in) | read-only, zero copy |
-//! | any array or view | [`ToDLPack::to_dlpack`] | a C-order copy, flagged `IS_COPIED` |
-//! | [`ArrayView`](ndarray::ArrayView) / [`ArrayViewMut`](ndarray::ArrayViewMut) | `unsafe` [`export_view`] / [`export_view_mut`] | read-only / writable, zero copy; the caller vouches for the borrow |
+//! | [`into_dlpack`] | [`Array<T, D>`](ndarray::Array) (writable) or [`ArcArray<T, D>`](ndarray::ArcArray) (read-only) -> [`ManagedTensor`](dlpack_core::ManagedTensor); a refusal gives the array back | never |
+//! | [`to_dlpack`] | `&` any array or view -> a C-order copy, flagged `IS_COPIED` | always |
+//! | `unsafe` [`export_view`] / [`export_view_mut`] | `&` / `&mut` any array or view -> a read-only / writable tensor over its memory; the caller vouches for the borrow | never |
+//! | [`view`] | `&`[`CheckedTensor`](dlpack_core::CheckedTensor) -> [`ArrayView<T, D>`](ndarray::ArrayView) | never |
+//! | [`view_mut`] | `&mut` [`ManagedTensor`](dlpack_core::ManagedTensor) or [`BorrowedTensor`](dlpack_core::BorrowedTensor) -> [`ArrayViewMut<T, D>`](ndarray::ArrayViewMut) | never |
+//! | [`into_owned`] | [`ManagedTensor`](dlpack_core::ManagedTensor) -> [`Array<T, D>`](ndarray::Array) and the [`Transfer`](dlpack_core::Transfer): reclaimed, moved (the producer's `Vec`), or copied as the [`CopyMode`](dlpack_core::CopyMode) allows; a refusal gives the tensor back | when it must, or when asked |
+//!
+//! Two more, for what the verbs do not cover: [`ImportedArray<T, D>`] owns an imported tensor
+//! and lends views of it without checking again (return it from a function), and [`to_owned`]
+//! copies a tensor held by reference (a [`BorrowedTensor`](dlpack_core::BorrowedTensor)) into
+//! an `Array`.
 //!
 //! Any layout ndarray can hold goes out as it is: C or Fortran order, sliced with steps, negative
 //! strides (DLPack allows them), 0-d, size 0. The data pointer is the array's first element.
-//!
-//! # Import
-//!
-//! | to | how |
-//! |---|---|
-//! | [`ArrayView<T, D>`](ndarray::ArrayView) | [`AsArray::as_array_view`], borrowing a [`CheckedTensor`](dlpack_core::CheckedTensor) |
-//! | [`ArrayViewMut<T, D>`](ndarray::ArrayViewMut) | [`AsArrayMut::as_array_view_mut`], borrowing a [`ManagedTensor`](dlpack_core::ManagedTensor) or [`BorrowedTensor`](dlpack_core::BorrowedTensor) mutably |
-//! | an owner that lends both | [`ImportedArray<T, D>`], which keeps the tensor alive (return it from a function) |
-//! | [`Array<T, D>`](ndarray::Array) | [`IntoArray::into_array`]: reclaim without a copy when possible, otherwise a copy; [`AsArray::to_array`]: always a copy |
 //!
 //! `D` is any ndarray dimensionality: fixed (`Ix0` ... `Ix6`, where the tensor's ndim must match,
 //! [`Error::NdimMismatch`](dlpack_core::Error::NdimMismatch) otherwise) or `IxDyn`. Negative
@@ -68,30 +69,14 @@
 mod export;
 mod import;
 
-pub use export::{IntoDLPack, OwnedArray, SharedArray, ToDLPack, export_view, export_view_mut};
-pub use import::{AsArray, AsArrayMut, ImportedArray, IntoArray};
+pub use export::{
+    ExportableArray, OwnedArray, SharedArray, export_view, export_view_mut, into_dlpack, to_dlpack,
+};
+pub use import::{ImportedArray, MutableTensor, into_owned, to_owned, view, view_mut};
 
 /// The dlpack-core this crate is built on, for its types ([`ManagedTensor`](dlpack_core::ManagedTensor),
-/// [`Error`](dlpack_core::Error), ...) at the matching version.
+/// [`Error`](dlpack_core::Error), [`CopyMode`](dlpack_core::CopyMode), ...) at the matching
+/// version.
 pub use dlpack_core;
 /// The ndarray this crate is built on, at the matching version.
 pub use ndarray;
-
-/// The extension traits, for `use dlpack_ndarray::prelude::*`: their methods, not their names,
-/// so that the glob sits beside `use ndarray::prelude::*` (which has an `AsArray` trait of its
-/// own) without an ambiguity. Name a trait through the crate root (`dlpack_ndarray::AsArray`).
-///
-/// ```
-/// use dlpack_ndarray::prelude::*;
-/// use ndarray::prelude::*;
-///
-/// let tensor = array![1u8, 2, 3].into_dlpack()?;
-/// let view: ArrayView1<u8> = tensor.as_array_view()?;
-/// assert_eq!(view, array![1, 2, 3]);
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-pub mod prelude {
-    pub use crate::{
-        AsArray as _, AsArrayMut as _, IntoArray as _, IntoDLPack as _, ToDLPack as _,
-    };
-}

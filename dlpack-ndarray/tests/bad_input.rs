@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{Data, Foreign};
-use dlpack_core::{DataType, Device, DeviceType, Error, Flags, ManagedTensor};
-use dlpack_ndarray::{AsArray, AsArrayMut, ImportedArray, IntoArray};
+use dlpack_core::{CopyMode, DataType, Device, DeviceType, Error, Flags, ManagedTensor};
+use dlpack_ndarray::{ImportedArray, into_owned, to_dlpack, to_owned, view, view_mut};
 use ndarray::{Array2, ArrayView2, Ix1, Ix2, Ix3, IxDyn};
 
 /// Imports a built foreign tensor, returning it with its deleter counter.
@@ -47,23 +47,20 @@ fn refused_everywhere_with<T: dlpack_core::Element, D: ndarray::Dimension + 'sta
 
     // The read-only view.
     let (tensor, deletes) = import(foreign.clone());
-    let result = tensor.as_array_view::<T, D>().map(|_| ());
+    let result = view::<T, D>(&tensor).map(|_| ());
     if mutable_only {
         assert_eq!(result, Ok(()));
     } else {
-        check("as_array_view", result);
+        check("view", result);
     }
     drop(tensor);
-    assert_eq!(deletes.load(Ordering::SeqCst), 1, "as_array_view");
+    assert_eq!(deletes.load(Ordering::SeqCst), 1, "view");
 
     // The mutable view.
     let (mut tensor, deletes) = import(foreign.clone());
-    check(
-        "as_array_view_mut",
-        tensor.as_array_view_mut::<T, D>().map(|_| ()),
-    );
+    check("view_mut", view_mut::<T, D>(&mut tensor).map(|_| ()));
     drop(tensor);
-    assert_eq!(deletes.load(Ordering::SeqCst), 1, "as_array_view_mut");
+    assert_eq!(deletes.load(Ordering::SeqCst), 1, "view_mut");
 
     // The owning wrapper: refused at once, or (for mutable-only reasons) when asked to write.
     let (tensor, deletes) = import(foreign.clone());
@@ -77,12 +74,16 @@ fn refused_everywhere_with<T: dlpack_core::Element, D: ndarray::Dimension + 'sta
             assert_eq!(deletes.load(Ordering::SeqCst), 0);
             drop(imported);
         }
-        Err(e) => {
+        Err(refused) => {
             assert!(
                 !mutable_only,
-                "ImportedArray::new refused a readable tensor: {e}"
+                "ImportedArray::new refused a readable tensor: {}",
+                refused.error
             );
-            check("ImportedArray::new", Err(e));
+            check("ImportedArray::new", Err(refused.error));
+            // The tensor came back, not deleted yet.
+            assert_eq!(deletes.load(Ordering::SeqCst), 0);
+            drop(refused.value);
         }
     }
     assert_eq!(deletes.load(Ordering::SeqCst), 1, "ImportedArray");
@@ -90,13 +91,32 @@ fn refused_everywhere_with<T: dlpack_core::Element, D: ndarray::Dimension + 'sta
     // The copies.
     if !mutable_only {
         let (tensor, deletes) = import(foreign.clone());
-        check("to_array", tensor.to_array::<T, D>().map(|_| ()));
+        check("to_owned", to_owned::<T, D>(&tensor).map(|_| ()));
         drop(tensor);
-        assert_eq!(deletes.load(Ordering::SeqCst), 1, "to_array");
+        assert_eq!(deletes.load(Ordering::SeqCst), 1, "to_owned");
 
-        let (tensor, deletes) = import(foreign.clone());
-        check("into_array", tensor.into_array::<T, D>().map(|_| ()));
-        assert_eq!(deletes.load(Ordering::SeqCst), 1, "into_array");
+        for mode in [CopyMode::IfNeeded, CopyMode::Never, CopyMode::Always] {
+            let (tensor, deletes) = import(foreign.clone());
+            let Err(refused) = into_owned::<T, D>(tensor, mode) else {
+                panic!("into_owned accepted a tensor it must refuse");
+            };
+            match refused.error {
+                // Under `Never`, a tensor whose description fits (its dtype and ndim checked
+                // first) is refused for the copy it would need before that copy's own checks.
+                Error::CopyRefused { .. } if mode == CopyMode::Never => {
+                    assert_eq!(refused.value.dtype(), T::DTYPE);
+                    assert!(D::NDIM.is_none_or(|ndim| ndim == refused.value.ndim()));
+                }
+                error => check("into_owned", Err(error)),
+            }
+            assert_eq!(
+                deletes.load(Ordering::SeqCst),
+                0,
+                "into_owned gives the tensor back"
+            );
+            drop(refused.value);
+            assert_eq!(deletes.load(Ordering::SeqCst), 1, "into_owned");
+        }
     }
 }
 
@@ -163,7 +183,7 @@ fn misaligned_data_is_refused_with_its_address() {
     // SAFETY: the fixture built a live tensor that nobody else owns.
     let tensor = unsafe { ManagedTensor::from_raw(built.ptr) }.unwrap();
     assert_eq!(
-        tensor.as_array_view::<f32, Ix2>().unwrap_err(),
+        view::<f32, Ix2>(&tensor).unwrap_err(),
         Error::Misaligned {
             address: first,
             align: 4
@@ -220,13 +240,25 @@ fn more_elements_than_ndarray_can_index_are_refused() {
                 .with_strides(&strides)
                 .buffer_words(1),
         );
-        let err = tensor.as_array_view::<u8, IxDyn>().unwrap_err();
+        let err = view::<u8, IxDyn>(&tensor).unwrap_err();
         assert!(matches!(err, Error::Overflow { .. }), "{err:?}");
         assert!(err.to_string().contains("isize::MAX"), "{err}");
-        let err = tensor.to_array::<u8, IxDyn>().unwrap_err();
+        let err = to_owned::<u8, IxDyn>(&tensor).unwrap_err();
         assert!(matches!(err, Error::Overflow { .. }), "{err:?}");
-        let err = ImportedArray::<u8, IxDyn>::new(tensor).unwrap_err();
-        assert!(matches!(err, Error::Overflow { .. }), "{err:?}");
+        let refused = ImportedArray::<u8, IxDyn>::new(tensor).unwrap_err();
+        assert!(
+            matches!(refused.error, Error::Overflow { .. }),
+            "{:?}",
+            refused.error
+        );
+        let refused = into_owned::<u8, IxDyn>(refused.value, CopyMode::IfNeeded).unwrap_err();
+        assert!(
+            matches!(refused.error, Error::Overflow { .. }),
+            "{:?}",
+            refused.error
+        );
+        assert_eq!(deletes.load(Ordering::SeqCst), 0);
+        drop(refused.value);
         assert_eq!(deletes.load(Ordering::SeqCst), 1);
     }
 }
@@ -234,13 +266,13 @@ fn more_elements_than_ndarray_can_index_are_refused() {
 #[test]
 fn errors_say_what_was_found_and_what_was_expected() {
     let (tensor, _) = import(Foreign::of(&floats(6), &[2, 3]));
-    let err = tensor.as_array_view::<f32, Ix3>().unwrap_err();
+    let err = view::<f32, Ix3>(&tensor).unwrap_err();
     assert_eq!(err.to_string(), "the tensor has 2 dimensions, expected 3");
-    let err = tensor.as_array_view::<u8, Ix2>().unwrap_err();
+    let err = view::<u8, Ix2>(&tensor).unwrap_err();
     assert_eq!(err.to_string(), "the tensor holds float32, expected uint8");
-    let ok: Result<ArrayView2<f32>, _> = tensor.as_array_view();
+    let ok: Result<ArrayView2<f32>, _> = view(&tensor);
     assert!(ok.is_ok());
-    let copy: Array2<f32> = tensor.to_array().unwrap();
+    let copy: Array2<f32> = to_owned(&tensor).unwrap();
     assert_eq!(copy.len(), 6);
 }
 
@@ -249,29 +281,30 @@ fn copying_a_broadcast_tensor_too_large_for_memory_is_an_error() {
     // One element seen 2^62 times: valid, and viewable, but no copy of it fits in memory.
     let foreign = Foreign::of(&[1.0f32], &[1 << 62]).with_strides(&[0]);
     let (tensor, deletes) = import(foreign.clone());
-    assert_eq!(tensor.as_array_view::<f32, Ix1>().unwrap().len(), 1 << 62);
+    assert_eq!(view::<f32, Ix1>(&tensor).unwrap().len(), 1 << 62);
     let expected = Error::OutOfMemory { bytes: 4 << 62 };
-    assert_eq!(tensor.to_array::<f32, Ix1>().unwrap_err(), expected);
+    assert_eq!(to_owned::<f32, Ix1>(&tensor).unwrap_err(), expected);
     drop(tensor);
     assert_eq!(deletes.load(Ordering::SeqCst), 1);
     let (tensor, deletes) = import(foreign);
-    assert_eq!(tensor.into_array::<f32, Ix1>().unwrap_err(), expected);
+    let refused = into_owned::<f32, Ix1>(tensor, CopyMode::IfNeeded).unwrap_err();
+    assert_eq!(refused.error, expected);
+    drop(refused.value);
     assert_eq!(deletes.load(Ordering::SeqCst), 1);
 }
 
 #[test]
 fn copying_a_broadcast_array_too_large_for_memory_into_a_tensor_is_an_error() {
-    use dlpack_ndarray::ToDLPack;
     // An ndarray view of one element seen 2^62 times: `to_dlpack` copies it, which cannot fit.
     let one = ndarray::arr1(&[1.0f32]);
     let view = one.broadcast(1usize << 62).unwrap();
     assert_eq!(
-        view.to_dlpack().unwrap_err(),
+        to_dlpack(&view).unwrap_err(),
         Error::OutOfMemory { bytes: 4 << 62 }
     );
     // A broadcast that fits is copied in row-major order.
     let row = ndarray::arr1(&[1u8, 2, 3]);
-    let tensor = row.broadcast((2, 3)).unwrap().to_dlpack().unwrap();
+    let tensor = to_dlpack(&row.broadcast((2, 3)).unwrap()).unwrap();
     assert_eq!(tensor.shape(), &[2, 3]);
     assert_eq!(tensor.to_vec::<u8>().unwrap(), [1, 2, 3, 1, 2, 3]);
 }

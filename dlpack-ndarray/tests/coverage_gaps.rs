@@ -1,16 +1,18 @@
 //! Paths the rest of the suite leaves unexercised (found with source-based coverage):
-//! `IntoArray::into_array` reclaiming a 4-, 5- or 6-dimensional array exported under its static
+//! `into_owned` reclaiming a 4-, 5- or 6-dimensional array exported under its static
 //! dimension type and asked for as `ArrayD` (the zero-copy path for those ranks).
 
-use dlpack_ndarray::{IntoArray, IntoDLPack};
+use dlpack_core::{CopyMode, Transfer};
+use dlpack_ndarray::{into_dlpack, into_owned};
 use ndarray::{Array, ArrayD, IxDyn};
 
 fn check<D: ndarray::Dimension + 'static>(shape: D) {
     let n = shape.size();
     let a = Array::from_shape_vec(shape, (0..n as i32).collect()).unwrap();
     let (address, dims) = (a.as_ptr(), a.shape().to_vec());
-    let tensor = a.into_dlpack().unwrap();
-    let back: ArrayD<i32> = tensor.into_array().unwrap();
+    let tensor = into_dlpack(a).unwrap();
+    let (back, transfer): (ArrayD<i32>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!(transfer, Transfer::Reclaimed);
     assert_eq!(
         back.as_ptr(),
         address,

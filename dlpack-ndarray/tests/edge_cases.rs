@@ -3,10 +3,10 @@
 //! claims checked by pointer identity, copies by the `IS_COPIED` flag. (From a review of the
 //! crate; each test asserts the documented behaviour.)
 
-use dlpack_core::{Element, Error, Flags, ManagedTensor};
+use dlpack_core::{CopyMode, CopyReason, Element, Error, Flags, ManagedTensor, Transfer};
 use dlpack_ndarray::{
-    AsArray, AsArrayMut, ImportedArray, IntoArray, IntoDLPack, OwnedArray, SharedArray, ToDLPack,
-    export_view,
+    ImportedArray, OwnedArray, SharedArray, export_view, into_dlpack, into_owned, to_dlpack,
+    to_owned, view, view_mut,
 };
 use dlpack_testing::StridedVec;
 use ndarray::{
@@ -38,17 +38,18 @@ fn fortran_sliced_negative_array_exports_its_layout_and_reclaims_the_same_memory
     let expected = a.clone();
     let first = a.as_ptr();
     let (shape, strides) = (a.shape().to_vec(), a.strides().to_vec());
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(tensor.shape(), &[shape[0] as i64, shape[1] as i64]);
     assert_eq!(tensor.strides(), &[strides[0] as i64, strides[1] as i64]);
     assert_eq!(tensor.view::<i32>().unwrap().as_ptr(), first);
     // Core agrees on every element.
-    let view: ArrayView2<i32> = tensor.as_array_view().unwrap();
-    assert_eq!(view, expected);
-    assert_eq!(view.as_ptr(), first);
+    let v: ArrayView2<i32> = view(&tensor).unwrap();
+    assert_eq!(v, expected);
+    assert_eq!(v.as_ptr(), first);
     // into_vec must refuse (not row-major) and leave the tensor intact.
     let tensor = tensor.into_vec::<i32>().unwrap_err();
-    let back: Array2<i32> = tensor.into_array().unwrap();
+    let (back, transfer): (Array2<i32>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!(transfer, Transfer::Reclaimed);
     assert_eq!(back.as_ptr(), first);
     assert_eq!(back, expected);
     assert_eq!(back.strides(), &strides[..]);
@@ -58,24 +59,22 @@ fn fortran_sliced_negative_array_exports_its_layout_and_reclaims_the_same_memory
 fn zero_d_array_round_trips_through_every_import() {
     let a = Array0::from_elem((), 7.5f64);
     let address = a.as_ptr();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(tensor.ndim(), 0);
-    assert_eq!(tensor.as_array_view::<f64, Ix0>().unwrap()[()], 7.5);
-    assert_eq!(tensor.as_array_view::<f64, IxDyn>().unwrap().ndim(), 0);
+    assert_eq!(view::<f64, Ix0>(&tensor).unwrap()[()], 7.5);
+    assert_eq!(view::<f64, IxDyn>(&tensor).unwrap().ndim(), 0);
     assert_eq!(
-        tensor
-            .to_array::<f64, IxDyn>()
+        to_owned::<f64, IxDyn>(&tensor)
             .unwrap()
             .into_iter()
             .collect::<Vec<_>>(),
         [7.5]
     );
-    let back: ArrayD<f64> = tensor.into_array().unwrap();
+    let back: ArrayD<f64> = into_owned(tensor, CopyMode::Never).unwrap().0;
     assert_eq!(back.as_ptr(), address);
     assert_eq!(back.ndim(), 0);
     // A 0-d export gives its Vec up.
-    let v = Array0::from_elem((), 3u8)
-        .into_dlpack()
+    let v = into_dlpack(Array0::from_elem((), 3u8))
         .unwrap()
         .into_vec::<u8>()
         .unwrap();
@@ -86,20 +85,20 @@ fn zero_d_array_round_trips_through_every_import() {
 fn an_empty_slice_in_the_middle_of_its_vec_round_trips() {
     let a = Array1::from_vec(counting(10)).slice_move(s![5..5]);
     assert_eq!(a.len(), 0);
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(tensor.shape(), &[0]);
     assert_eq!(tensor.to_vec::<i32>().unwrap(), Vec::<i32>::new());
-    let back: Array1<i32> = tensor.into_array().unwrap();
+    let back: Array1<i32> = into_owned(tensor, CopyMode::IfNeeded).unwrap().0;
     assert_eq!(back.len(), 0);
 
     // A 2-d empty array with a non-trivial other axis, Fortran order.
     let e = Array2::<f32>::zeros((0, 5).f());
-    let tensor = e.into_dlpack().unwrap();
+    let tensor = into_dlpack(e).unwrap();
     assert_eq!(tensor.shape(), &[0, 5]);
     assert!(tensor.is_row_major_contiguous());
-    let v: ArrayView2<f32> = tensor.as_array_view().unwrap();
+    let v: ArrayView2<f32> = view(&tensor).unwrap();
     assert_eq!(v.shape(), &[0, 5]);
-    let back: Array2<f32> = tensor.into_array().unwrap();
+    let back: Array2<f32> = into_owned(tensor, CopyMode::IfNeeded).unwrap().0;
     assert_eq!(back.shape(), &[0, 5]);
 }
 
@@ -108,13 +107,13 @@ fn an_empty_array_with_huge_other_axes_round_trips() {
     // ndarray allows a zero axis next to large sizes (their product must fit isize).
     let big = isize::MAX as usize / 3;
     let a = Array::<u8, _>::from_shape_vec((0, big, 3), vec![]).unwrap();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(tensor.shape(), &[0, big as i64, 3]);
-    let view = tensor.as_array_view::<u8, Ix3>().unwrap();
-    assert_eq!(view.shape(), &[0, big, 3]);
-    let copy = tensor.to_array::<u8, IxDyn>().unwrap();
+    let v = view::<u8, Ix3>(&tensor).unwrap();
+    assert_eq!(v.shape(), &[0, big, 3]);
+    let copy = to_owned::<u8, IxDyn>(&tensor).unwrap();
     assert_eq!(copy.shape(), &[0, big, 3]);
-    let back: Array<u8, Ix3> = tensor.into_array().unwrap();
+    let back: Array<u8, Ix3> = into_owned(tensor, CopyMode::IfNeeded).unwrap().0;
     assert_eq!(back.shape(), &[0, big, 3]);
 }
 
@@ -124,14 +123,16 @@ fn a_unique_arc_array_comes_back_without_a_copy_and_a_shared_one_is_copied() {
     let sliced = shared.slice(s![.., ..;2]).to_shared(); // a copy (to_shared of a view)
     drop(shared);
     let address = sliced.as_ptr();
-    let tensor = sliced.into_dlpack().unwrap();
+    let tensor = into_dlpack(sliced).unwrap();
     assert!(tensor.is_read_only());
-    let back: Array2<i32> = tensor.into_array().unwrap();
+    let (back, transfer): (Array2<i32>, _) = into_owned(tensor, CopyMode::Never).unwrap();
     assert_eq!(back.as_ptr(), address, "a unique ArcArray is not copied");
+    assert_eq!(transfer, Transfer::Reclaimed);
 
     let shared = ArcArray::from_shape_vec((2, 2), counting(4)).unwrap();
-    let tensor = shared.clone().into_dlpack().unwrap();
-    let mut back: Array2<i32> = tensor.into_array().unwrap();
+    let tensor = into_dlpack(shared.clone()).unwrap();
+    let (mut back, transfer): (Array2<i32>, _) = into_owned(tensor, CopyMode::IfNeeded).unwrap();
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_ne!(
         back.as_ptr(),
         shared.as_ptr(),
@@ -143,13 +144,13 @@ fn a_unique_arc_array_comes_back_without_a_copy_and_a_shared_one_is_copied() {
 
 #[test]
 fn a_unique_arc_array_under_another_dimension_type_comes_back_without_a_copy() {
-    // The doc of `into_array` promises the ArcArray path (`into_owned`, which copies only when
-    // shared); the Array path works under another dimension type of the same ndim.
+    // The doc of `into_owned` promises the ArcArray path (`ArcArray::into_owned`, which copies
+    // only when shared) under another dimension type of the same ndim, as for the Array path.
     let shared = ArcArray::from_shape_vec((3, 4), counting(12)).unwrap();
     let address = shared.as_ptr();
-    let tensor = shared.into_dlpack().unwrap();
-    let back: ArrayD<i32> = tensor.into_array().unwrap();
-    assert_eq!(back.as_ptr(), address);
+    let tensor = into_dlpack(shared).unwrap();
+    let (back, transfer): (ArrayD<i32>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!((back.as_ptr(), transfer), (address, Transfer::Reclaimed));
 }
 
 #[test]
@@ -169,7 +170,7 @@ fn shared_array_reclaim_and_into_inner_keep_the_layout() {
 fn to_dlpack_of_a_broadcast_view_is_an_independent_c_order_copy() {
     let a = array![1.0f32, 2.0, 3.0];
     let b = a.broadcast((2, 3)).unwrap();
-    let tensor = b.to_dlpack().unwrap();
+    let tensor = to_dlpack(&b).unwrap();
     assert!(tensor.flags().contains(Flags::IS_COPIED));
     assert_eq!(tensor.strides(), &[3, 1]);
     assert_eq!(
@@ -185,21 +186,25 @@ fn export_view_of_a_broadcast_imports_back_as_a_read_only_zero_stride_view() {
     let a = array![1i64, 2, 3];
     let b = a.broadcast((4, 3)).unwrap();
     // SAFETY: the tensor is dropped before `a`, which nobody writes meanwhile.
-    let mut tensor = unsafe { export_view(b).unwrap() };
+    let mut tensor = unsafe { export_view(&b).unwrap() };
     assert_eq!(tensor.strides(), &[0, 1]);
-    let view: ArrayView2<i64> = tensor.as_array_view().unwrap();
-    assert_eq!(view.strides(), &[0, 1]);
-    assert_eq!(view.as_ptr(), a.as_ptr());
-    assert_eq!(view.sum(), 24);
-    assert!(tensor.as_array_view_mut::<i64, Ix2>().is_err());
-    let copy: Array2<i64> = tensor.into_array().unwrap();
+    let v: ArrayView2<i64> = view(&tensor).unwrap();
+    assert_eq!(v.strides(), &[0, 1]);
+    assert_eq!(v.as_ptr(), a.as_ptr());
+    assert_eq!(v.sum(), 24);
+    assert!(view_mut::<i64, Ix2>(&mut tensor).is_err());
+    let (copy, transfer): (Array2<i64>, _) = into_owned(tensor, CopyMode::IfNeeded).unwrap();
     assert_eq!(copy, b);
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
 }
 
 #[test]
 fn an_array_with_more_dimensions_than_dlpack_allows_is_refused() {
     let a = ArrayD::<u8>::zeros(IxDyn(&[1; 1025]));
-    assert!(matches!(a.into_dlpack(), Err(Error::BadNdim { .. })));
+    let refused = into_dlpack(a).unwrap_err();
+    assert!(matches!(refused.error, Error::BadNdim { .. }));
+    // The array comes back.
+    assert_eq!(refused.value.ndim(), 1025);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -246,21 +251,17 @@ fn every_layout_imports_as_views_copies_and_imported_arrays_with_the_right_eleme
         let mut tensor = strided(counting(24), &shape, &strides, first);
         let first_ptr = tensor.view::<i32>().unwrap().as_ptr();
 
-        let view: ArrayViewD<i32> = tensor.as_array_view().unwrap();
-        assert_eq!(view, want, "{name}: view");
+        let v: ArrayViewD<i32> = view(&tensor).unwrap();
+        assert_eq!(v, want, "{name}: view");
         if !want.is_empty() {
-            assert_eq!(view.as_ptr(), first_ptr, "{name}: a view is zero copy");
+            assert_eq!(v.as_ptr(), first_ptr, "{name}: a view is zero copy");
         }
         // Operations on the view that ndarray builds on its layout.
-        assert_eq!(view.to_owned(), want, "{name}: to_owned");
-        assert_eq!(view.t().to_owned(), want.t(), "{name}: t");
-        assert_eq!(
-            view.iter().copied().sum::<i32>(),
-            want.sum(),
-            "{name}: iter"
-        );
+        assert_eq!(v.to_owned(), want, "{name}: to_owned");
+        assert_eq!(v.t().to_owned(), want.t(), "{name}: t");
+        assert_eq!(v.iter().copied().sum::<i32>(), want.sum(), "{name}: iter");
         let reversed = {
-            let mut v = view.clone();
+            let mut v = v.clone();
             for ax in 0..v.ndim() {
                 v.invert_axis(Axis(ax));
             }
@@ -271,7 +272,7 @@ fn every_layout_imports_as_views_copies_and_imported_arrays_with_the_right_eleme
             w.invert_axis(Axis(ax));
         }
         assert_eq!(reversed, w, "{name}: inverted");
-        let sliced = view
+        let sliced = v
             .slice_each_axis(|_| ndarray::Slice::new(0, None, 2))
             .to_owned();
         assert_eq!(
@@ -279,15 +280,15 @@ fn every_layout_imports_as_views_copies_and_imported_arrays_with_the_right_eleme
             want.slice_each_axis(|_| ndarray::Slice::new(0, None, 2)),
             "{name}: stepped slice"
         );
-        drop(view);
+        drop(v);
 
         assert_eq!(
-            tensor.to_array::<i32, IxDyn>().unwrap(),
+            to_owned::<i32, IxDyn>(&tensor).unwrap(),
             want,
-            "{name}: to_array"
+            "{name}: to_owned"
         );
         let overlapping = strides.iter().zip(&shape).any(|(&s, &d)| s == 0 && d > 1);
-        match tensor.as_array_view_mut::<i32, IxDyn>() {
+        match view_mut::<i32, IxDyn>(&mut tensor) {
             Ok(mut v) => {
                 assert!(
                     !overlapping,
@@ -305,8 +306,9 @@ fn every_layout_imports_as_views_copies_and_imported_arrays_with_the_right_eleme
         };
         let imported = ImportedArray::<i32, IxDyn>::new(tensor).unwrap();
         assert_eq!(imported.view(), after, "{name}: ImportedArray");
-        let owned = imported.into_array().unwrap();
-        assert_eq!(owned, after, "{name}: into_array");
+        let (owned, transfer) = imported.into_owned(CopyMode::IfNeeded).unwrap();
+        assert_eq!(owned, after, "{name}: into_owned");
+        assert!(transfer.is_copy(), "{name}: a StridedVec is copied");
         assert!(
             owned.is_standard_layout(),
             "{name}: a copy is standard layout"
@@ -321,13 +323,13 @@ fn fixed_dimension_imports_of_every_layout() {
             .into_dimensionality::<Ix2>()
             .unwrap();
         let tensor = strided(counting(24), &shape, &strides, first);
-        let view: ArrayView2<i32> = tensor.as_array_view().unwrap();
-        assert_eq!(view, want, "{name}");
-        let owned: Array2<i32> = tensor.into_array().unwrap();
+        let v: ArrayView2<i32> = view(&tensor).unwrap();
+        assert_eq!(v, want, "{name}");
+        let owned: Array2<i32> = into_owned(tensor, CopyMode::IfNeeded).unwrap().0;
         assert_eq!(owned, want, "{name}");
         let tensor = strided(counting(24), &shape, &strides, first);
         assert_eq!(
-            tensor.as_array_view::<i32, Ix1>().unwrap_err(),
+            view::<i32, Ix1>(&tensor).unwrap_err(),
             Error::NdimMismatch {
                 found: 2,
                 expected: 1
@@ -337,24 +339,20 @@ fn fixed_dimension_imports_of_every_layout() {
 }
 
 #[test]
-fn into_array_of_a_compact_vec_producer_is_zero_copy_and_of_a_partial_one_is_a_copy() {
-    // A whole-Vec 1-d export: its Vec is taken.
-    let v = counting(6);
-    let address = v.as_ptr();
-    let a: Array2<i32> = StridedVec::export(v, &[2, 3], &[3, 1], 0)
-        .unwrap()
-        .into_array()
-        .unwrap_or_else(|e| panic!("{e}"));
-    // `Strided` does not give its Vec (a hand-written producer), so this is a copy; only check
-    // the elements here.
+fn into_owned_of_a_compact_vec_producer_is_zero_copy_and_of_any_other_a_copy() {
+    // `StridedVec` does not give its Vec (a hand-written producer): a compact row-major tensor
+    // of it is copied because it is not owned.
+    let tensor = StridedVec::export(counting(6), &[2, 3], &[3, 1], 0).unwrap();
+    let (a, transfer): (Array2<i32>, _) = into_owned(tensor, CopyMode::IfNeeded).unwrap();
     assert_eq!(a, array![[0, 1, 2], [3, 4, 5]]);
-    let _ = address;
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
 
     // A boxed-slice export is taken over without a copy.
     let b: Box<[i32]> = counting(4).into_boxed_slice();
     let address = b.as_ptr();
-    let a: Array1<i32> = ManagedTensor::export(b).unwrap().into_array().unwrap();
-    assert_eq!(a.as_ptr(), address);
+    let tensor = ManagedTensor::export(b).unwrap();
+    let (a, transfer): (Array1<i32>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!((a.as_ptr(), transfer), (address, Transfer::Moved));
 }
 
 #[test]
@@ -367,19 +365,19 @@ fn a_small_prefix_of_a_large_array_is_not_handed_over_as_its_whole_vec() {
         .assign(&Array1::from_iter((0..10).map(f64::from)));
     a.slice_collapse(s![0..1, ..]);
     let address = a.as_ptr();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     let tensor = tensor.into_vec::<f64>().unwrap_err();
-    let view: ArrayView2<f64> = tensor.as_array_view().unwrap();
-    assert_eq!(view.as_ptr(), address);
+    let v: ArrayView2<f64> = view(&tensor).unwrap();
+    assert_eq!(v.as_ptr(), address);
     assert_eq!(
-        view.row(0).to_vec(),
+        v.row(0).to_vec(),
         (0..10).map(f64::from).collect::<Vec<_>>()
     );
     // A prefix that is most of the Vec is still handed over, without a copy.
     let mut a = Array2::from_shape_vec((4, 3), counting(12)).unwrap();
     a.slice_collapse(s![..3, ..]);
     let address = a.as_ptr();
-    let v = a.into_dlpack().unwrap().into_vec::<i32>().unwrap();
+    let v = into_dlpack(a).unwrap().into_vec::<i32>().unwrap();
     assert_eq!((v.as_ptr(), v.len()), (address, 9));
 }
 
@@ -390,11 +388,11 @@ fn owned_array_give_vec_keeps_the_tensor_valid_when_it_refuses() {
     let a = Array2::from_shape_vec((4, 3), counting(12)).unwrap();
     let a = a.slice_move(s![1..3, ..]);
     let address = a.as_ptr();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     let tensor = tensor.into_vec::<i32>().unwrap_err();
-    let view: ArrayView2<i32> = tensor.as_array_view().unwrap();
-    assert_eq!(view.as_ptr(), address);
-    assert_eq!(view, array![[3, 4, 5], [6, 7, 8]]);
+    let v: ArrayView2<i32> = view(&tensor).unwrap();
+    assert_eq!(v.as_ptr(), address);
+    assert_eq!(v, array![[3, 4, 5], [6, 7, 8]]);
     let back = tensor
         .reclaim::<OwnedArray<i32, Ix2>>()
         .unwrap()
@@ -416,7 +414,7 @@ fn a_read_only_foreign_tensor_is_an_imported_array_that_refuses_writes() {
     let mut imported = ImportedArray::<i32, Ix2>::new(t).unwrap();
     assert_eq!(imported.view(), array![[0, 3], [1, 4], [2, 5]]);
     assert_eq!(imported.view_mut().unwrap_err(), Error::ReadOnly);
-    let owned = imported.into_array().unwrap();
+    let owned = imported.into_owned(CopyMode::IfNeeded).unwrap().0;
     assert_eq!(owned, array![[0, 3], [1, 4], [2, 5]]);
 }
 
@@ -430,7 +428,7 @@ fn legacy_export_and_import_of_a_fortran_array_keep_the_layout() {
         .unwrap();
     // SAFETY: a live legacy tensor that we own.
     let tensor = unsafe { ManagedTensor::from_raw_legacy(raw).unwrap() };
-    let back: Array2<i32> = tensor.into_array().unwrap();
-    assert_eq!(back.as_ptr(), address);
+    let (back, transfer): (Array2<i32>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!((back.as_ptr(), transfer), (address, Transfer::Reclaimed));
     assert_eq!(back.strides(), &[1, 2]);
 }

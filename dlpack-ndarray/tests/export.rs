@@ -1,8 +1,8 @@
 //! Export: ndarray arrays and views as DLPack tensors, and getting them back.
 
-use dlpack_core::{DataType, Device, Flags, ManagedTensor};
+use dlpack_core::{CopyMode, DataType, Device, Flags, ManagedTensor, Transfer};
 use dlpack_ndarray::{
-    IntoArray, IntoDLPack, OwnedArray, SharedArray, ToDLPack, export_view, export_view_mut,
+    OwnedArray, SharedArray, export_view, export_view_mut, into_dlpack, into_owned, to_dlpack,
 };
 use ndarray::{
     ArcArray, Array, Array0, Array1, Array2, Array3, ArrayD, Ix1, Ix2, Ix3, ShapeBuilder, arr0,
@@ -20,7 +20,7 @@ fn counting(shape: (usize, usize)) -> Array2<f32> {
 fn an_owned_array_moves_into_the_tensor_without_a_copy() {
     let a = counting((2, 3));
     let address = a.as_ptr();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(tensor.shape(), &[2, 3]);
     assert_eq!(tensor.strides(), &[3, 1]);
     assert_eq!(
@@ -40,7 +40,7 @@ fn an_owned_array_moves_into_the_tensor_without_a_copy() {
 #[test]
 fn a_fortran_array_exports_column_major_strides() {
     let a = Array::from_shape_vec((2, 3).f(), vec![0u8, 1, 2, 3, 4, 5]).unwrap();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(
         (tensor.shape(), tensor.strides()),
         (&[2, 3][..], &[1, 2][..])
@@ -52,7 +52,7 @@ fn a_fortran_array_exports_column_major_strides() {
 fn a_sliced_array_exports_its_steps_and_first_element() {
     let a = counting((4, 6)).slice_move(s![1..;2, 1..;3]);
     let first = a.as_ptr();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(
         (tensor.shape(), tensor.strides()),
         (&[2, 2][..], &[12, 3][..])
@@ -65,7 +65,7 @@ fn a_sliced_array_exports_its_steps_and_first_element() {
 fn negative_strides_export_as_they_are() {
     let a = counting((2, 3)).slice_move(s![..;-1, ..;-2]);
     let first = a.as_ptr();
-    let tensor = a.into_dlpack().unwrap();
+    let tensor = into_dlpack(a).unwrap();
     assert_eq!(
         (tensor.shape(), tensor.strides()),
         (&[2, 2][..], &[-3, -2][..])
@@ -77,11 +77,11 @@ fn negative_strides_export_as_they_are() {
 
 #[test]
 fn zero_d_and_empty_arrays_export() {
-    let scalar = arr0(7i64).into_dlpack().unwrap();
+    let scalar = into_dlpack(arr0(7i64)).unwrap();
     assert_eq!((scalar.ndim(), scalar.len()), (0, 1));
     assert_eq!(scalar.to_vec::<i64>().unwrap(), [7]);
 
-    let empty = Array2::<u32>::zeros((0, 3)).into_dlpack().unwrap();
+    let empty = into_dlpack(Array2::<u32>::zeros((0, 3))).unwrap();
     assert_eq!((empty.shape(), empty.len()), (&[0, 3][..], 0));
     assert_eq!(empty.to_vec::<u32>().unwrap(), Vec::<u32>::new());
 }
@@ -90,7 +90,7 @@ fn zero_d_and_empty_arrays_export() {
 fn reclaim_gives_back_the_same_array_with_its_layout() {
     let a = counting((3, 4)).slice_move(s![..;-1, 1..;2]);
     let (address, strides, expected) = (a.as_ptr(), a.strides().to_vec(), a.clone());
-    let raw = a.into_dlpack().unwrap().into_raw().unwrap();
+    let raw = into_dlpack(a).unwrap().into_raw().unwrap();
     // SAFETY: `raw` was just exported and is owned here.
     let tensor = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
     let back = tensor
@@ -103,7 +103,7 @@ fn reclaim_gives_back_the_same_array_with_its_layout() {
 
 #[test]
 fn reclaim_with_another_type_returns_the_tensor_untouched() {
-    let tensor = counting((2, 2)).into_dlpack().unwrap();
+    let tensor = into_dlpack(counting((2, 2))).unwrap();
     let tensor = tensor.reclaim::<OwnedArray<f64, Ix2>>().unwrap_err();
     let tensor = tensor.reclaim::<OwnedArray<f32, Ix3>>().unwrap_err();
     let tensor = tensor.reclaim::<Vec<f32>>().unwrap_err();
@@ -111,16 +111,21 @@ fn reclaim_with_another_type_returns_the_tensor_untouched() {
 }
 
 #[test]
-fn into_array_reclaims_under_the_same_or_another_dimension_type() {
+fn into_owned_reclaims_under_the_same_or_another_dimension_type() {
     let a = counting((2, 3)).reversed_axes(); // Fortran layout
     let address = a.as_ptr();
-    let dynamic: ArrayD<f32> = a.into_dlpack().unwrap().into_array().unwrap();
+    let (dynamic, transfer): (ArrayD<f32>, _) =
+        into_owned(into_dlpack(a).unwrap(), CopyMode::Never).unwrap();
     assert_eq!(
-        (dynamic.as_ptr(), dynamic.strides()),
-        (address, &[1, 3][..])
+        (dynamic.as_ptr(), dynamic.strides(), transfer),
+        (address, &[1, 3][..], Transfer::Reclaimed)
     );
-    let fixed: Array2<f32> = dynamic.into_dlpack().unwrap().into_array().unwrap();
-    assert_eq!((fixed.as_ptr(), fixed.strides()), (address, &[1, 3][..]));
+    let (fixed, transfer): (Array2<f32>, _) =
+        into_owned(into_dlpack(dynamic).unwrap(), CopyMode::Never).unwrap();
+    assert_eq!(
+        (fixed.as_ptr(), fixed.strides(), transfer),
+        (address, &[1, 3][..], Transfer::Reclaimed)
+    );
     assert_eq!(fixed, counting((2, 3)).reversed_axes());
 }
 
@@ -128,7 +133,7 @@ fn into_array_reclaims_under_the_same_or_another_dimension_type() {
 fn into_vec_takes_the_vec_of_a_standard_layout_array() {
     let a = counting((2, 3));
     let address = a.as_ptr();
-    let v = a.into_dlpack().unwrap().into_vec::<f32>().unwrap();
+    let v = into_dlpack(a).unwrap().into_vec::<f32>().unwrap();
     assert_eq!(v.as_ptr(), address);
     assert_eq!(v, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
 }
@@ -137,14 +142,14 @@ fn into_vec_takes_the_vec_of_a_standard_layout_array() {
 fn into_vec_takes_the_vec_of_a_0d_array() {
     let a: Array0<u16> = arr0(5);
     let address = a.as_ptr();
-    let v = a.into_dlpack().unwrap().into_vec::<u16>().unwrap();
+    let v = into_dlpack(a).unwrap().into_vec::<u16>().unwrap();
     assert_eq!((v.as_ptr(), &v[..]), (address, &[5][..]));
 }
 
 #[test]
 fn into_vec_of_an_empty_array_is_empty() {
     let a = Array3::<i8>::zeros((2, 0, 4));
-    let v = a.into_dlpack().unwrap().into_vec::<i8>().unwrap();
+    let v = into_dlpack(a).unwrap().into_vec::<i8>().unwrap();
     assert!(v.is_empty());
 }
 
@@ -156,7 +161,7 @@ fn into_vec_refuses_non_row_major_layouts_and_leaves_the_tensor_intact() {
         counting((2, 3)).slice_move(s![..;-1, ..]),
     ] {
         let (address, expected) = (a.as_ptr(), a.clone());
-        let tensor = a.into_dlpack().unwrap();
+        let tensor = into_dlpack(a).unwrap();
         let tensor = tensor.into_vec::<f32>().unwrap_err();
         let back = tensor
             .reclaim::<OwnedArray<f32, Ix2>>()
@@ -168,7 +173,7 @@ fn into_vec_refuses_non_row_major_layouts_and_leaves_the_tensor_intact() {
 
 #[test]
 fn into_vec_with_another_element_type_leaves_the_tensor_intact() {
-    let tensor = counting((2, 3)).into_dlpack().unwrap();
+    let tensor = into_dlpack(counting((2, 3))).unwrap();
     let tensor = tensor.into_vec::<i32>().unwrap_err();
     assert_eq!(tensor.to_vec::<f32>().unwrap().len(), 6);
 }
@@ -180,7 +185,7 @@ fn into_vec_with_another_element_type_leaves_the_tensor_intact() {
 fn into_vec_refuses_a_contiguous_part_of_a_larger_vec_and_the_array_survives() {
     let prefix = Array1::from_iter(0..10u32).slice_move(s![..4]);
     let address = prefix.as_ptr();
-    let vec = prefix.into_dlpack().unwrap().into_vec::<u32>().unwrap();
+    let vec = into_dlpack(prefix).unwrap().into_vec::<u32>().unwrap();
     assert_eq!((vec.as_ptr(), &vec[..]), (address, &[0, 1, 2, 3][..]));
 
     let leading_gap = Array1::from_iter(0..10u32).slice_move(s![3..]);
@@ -191,7 +196,7 @@ fn into_vec_refuses_a_contiguous_part_of_a_larger_vec_and_the_array_survives() {
     for a in [leading_gap, rows.into_shape_with_order(6).unwrap()] {
         assert!(a.is_standard_layout());
         let (address, expected) = (a.as_ptr(), a.clone());
-        let tensor = a.into_dlpack().unwrap();
+        let tensor = into_dlpack(a).unwrap();
         let tensor = tensor.into_vec::<u32>().unwrap_err();
         // The tensor still describes live memory holding the same elements ...
         assert_eq!(tensor.data_ptr().cast::<u32>().cast_const(), address);
@@ -213,9 +218,10 @@ fn into_vec_refuses_a_2d_block_in_the_middle_of_its_vec_and_it_survives() {
         .slice_move(s![1..3, ..]);
     assert!(a.is_standard_layout());
     let (address, expected) = (a.as_ptr(), a.clone());
-    let tensor = a.into_dlpack().unwrap().into_vec::<i16>().unwrap_err();
+    let tensor = into_dlpack(a).unwrap().into_vec::<i16>().unwrap_err();
     assert_eq!(tensor.to_vec::<i16>().unwrap(), [3, 4, 5, 6, 7, 8]);
-    let back: Array2<i16> = tensor.into_array().unwrap();
+    let (back, transfer): (Array2<i16>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!(transfer, Transfer::Reclaimed);
     assert_eq!((back.as_ptr(), back), (address, expected));
 }
 
@@ -224,7 +230,7 @@ fn an_arc_array_exports_read_only_without_a_copy() {
     let shared: ArcArray<f64, Ix2> = array![[1.0, 2.0], [3.0, 4.0]].into_shared();
     let mut other = shared.clone();
     let address = shared.as_ptr();
-    let mut tensor = shared.into_dlpack().unwrap();
+    let mut tensor = into_dlpack(shared).unwrap();
     assert!(tensor.is_read_only());
     assert_eq!(tensor.data_ptr().cast::<f64>().cast_const(), address);
     assert_eq!(
@@ -240,13 +246,13 @@ fn an_arc_array_exports_read_only_without_a_copy() {
 #[test]
 fn dropping_an_arc_array_export_releases_its_clone_once() {
     let shared: ArcArray<u8, Ix1> = ArcArray::from_vec(vec![1, 2, 3]);
-    let tensor = shared.clone().into_dlpack().unwrap();
+    let tensor = into_dlpack(shared.clone()).unwrap();
     assert!(!shared.is_unique());
     drop(tensor);
     assert!(shared.is_unique());
 
     // The same through the C deleter.
-    let raw = shared.clone().into_dlpack().unwrap().into_raw().unwrap();
+    let raw = into_dlpack(shared.clone()).unwrap().into_raw().unwrap();
     assert!(!shared.is_unique());
     // SAFETY: `raw` is live and owned here; its deleter is called once and never again.
     unsafe { (*raw).deleter.expect("exported tensors have a deleter")(raw) };
@@ -257,7 +263,7 @@ fn dropping_an_arc_array_export_releases_its_clone_once() {
 fn an_arc_array_comes_back_by_reclaim() {
     let shared: ArcArray<i32, Ix1> = ArcArray::from_vec(vec![4, 5, 6]);
     let address = shared.as_ptr();
-    let tensor = shared.into_dlpack().unwrap();
+    let tensor = into_dlpack(shared).unwrap();
     let back = tensor
         .reclaim::<SharedArray<i32, Ix1>>()
         .unwrap()
@@ -265,14 +271,15 @@ fn an_arc_array_comes_back_by_reclaim() {
     assert_eq!(back.as_ptr(), address);
 
     // As an owned Array: the only clone gives its memory up without a copy.
-    let back: Array1<i32> = back.into_dlpack().unwrap().into_array().unwrap();
-    assert_eq!(back.as_ptr(), address);
+    let (back, transfer): (Array1<i32>, _) =
+        into_owned(into_dlpack(back).unwrap(), CopyMode::Never).unwrap();
+    assert_eq!((back.as_ptr(), transfer), (address, Transfer::Reclaimed));
 }
 
 #[test]
 fn to_dlpack_copies_any_view_into_c_order_and_flags_the_copy() {
     let a = counting((2, 3));
-    let tensor = a.t().to_dlpack().unwrap();
+    let tensor = to_dlpack(&a.t()).unwrap();
     assert!(tensor.flags().contains(Flags::IS_COPIED));
     assert!(!tensor.is_read_only());
     assert_ne!(tensor.data_ptr().cast::<f32>().cast_const(), a.as_ptr());
@@ -294,7 +301,7 @@ fn export_view_lends_the_memory_read_only() {
     // SAFETY: the tensor is dropped at the end of this block, before `a`, which is not
     // written meanwhile.
     unsafe {
-        let tensor = export_view(a.slice(s![..;-1, ..])).unwrap();
+        let tensor = export_view(&a.slice(s![..;-1, ..])).unwrap();
         assert!(tensor.is_read_only());
         assert_eq!(
             (tensor.shape(), tensor.strides()),
@@ -318,7 +325,7 @@ fn export_view_of_a_broadcast_keeps_its_zero_strides() {
     let row = array![1u8, 2, 3];
     // SAFETY: the tensor is dropped at the end of this block, before `row`.
     unsafe {
-        let mut tensor = export_view(row.broadcast((2, 3)).unwrap()).unwrap();
+        let mut tensor = export_view(&row.broadcast((2, 3)).unwrap()).unwrap();
         assert_eq!(
             (tensor.shape(), tensor.strides()),
             (&[2, 3][..], &[0, 1][..])
@@ -336,7 +343,7 @@ fn export_view_mut_lets_the_consumer_write_in_place() {
     let mut a = counting((2, 2));
     // SAFETY: the tensor is dropped at the end of this block, before `a` is used again.
     unsafe {
-        let mut tensor = export_view_mut(a.slice_mut(s![.., 1])).unwrap();
+        let mut tensor = export_view_mut(&mut a.slice_mut(s![.., 1])).unwrap();
         assert!(!tensor.is_read_only());
         tensor
             .view_mut::<f32>()
@@ -353,8 +360,8 @@ fn a_legacy_export_of_an_array_works_too() {
     let address = a.as_ptr();
     let tensor = ManagedTensor::export_legacy(OwnedArray::new(a)).unwrap();
     assert!(tensor.is_legacy());
-    let back: Array2<f32> = tensor.into_array().unwrap();
-    assert_eq!(back.as_ptr(), address);
+    let (back, transfer): (Array2<f32>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!((back.as_ptr(), transfer), (address, Transfer::Reclaimed));
 
     let read_only = ManagedTensor::export_legacy(SharedArray::new(counting((1, 1)).into_shared()));
     assert_eq!(

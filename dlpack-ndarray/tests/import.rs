@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{Data, Foreign};
-use dlpack_core::{BorrowedTensor, DataType, Error, Flags, ManagedTensor, Version};
-use dlpack_ndarray::{AsArray, AsArrayMut, ImportedArray, IntoArray, IntoDLPack};
+use dlpack_core::{
+    BorrowedTensor, CopyMode, CopyReason, DataType, Error, Flags, ManagedTensor, Transfer, Version,
+};
+use dlpack_ndarray::{ImportedArray, into_dlpack, into_owned, to_owned, view, view_mut};
 use ndarray::{
     Array1, Array2, ArrayD, ArrayView0, ArrayView1, ArrayView2, ArrayViewD, Ix0, Ix1, Ix2, Ix3,
     Ix4, Ix5, Ix6, IxDyn, array, s,
@@ -37,10 +39,10 @@ fn counting(n: usize) -> Vec<f32> {
 #[test]
 fn a_c_order_tensor_views_in_place() {
     let (tensor, deletes, buffer) = import_with_buffer(Foreign::of(&counting(6), &[2, 3]));
-    let view: ArrayView2<f32> = tensor.as_array_view().unwrap();
-    assert_eq!(view, array![[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]);
-    assert_eq!(view.as_ptr(), buffer);
-    assert_eq!(view.strides(), &[3, 1]);
+    let v: ArrayView2<f32> = view(&tensor).unwrap();
+    assert_eq!(v, array![[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]);
+    assert_eq!(v.as_ptr(), buffer);
+    assert_eq!(v.strides(), &[3, 1]);
     assert_eq!(deletes.load(Ordering::SeqCst), 0);
     drop(tensor);
     assert_eq!(deletes.load(Ordering::SeqCst), 1);
@@ -49,10 +51,10 @@ fn a_c_order_tensor_views_in_place() {
 #[test]
 fn a_fortran_order_tensor_views_with_column_major_strides() {
     let (tensor, _) = import(Foreign::of(&counting(6), &[2, 3]).with_strides(&[1, 2]));
-    let view: ArrayView2<f32> = tensor.as_array_view().unwrap();
-    assert_eq!(view.strides(), &[1, 2]);
-    assert_eq!(view, array![[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]);
-    assert!(view.t().is_standard_layout());
+    let v: ArrayView2<f32> = view(&tensor).unwrap();
+    assert_eq!(v.strides(), &[1, 2]);
+    assert_eq!(v, array![[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]]);
+    assert!(v.t().is_standard_layout());
 }
 
 /// NumPy's `a[::-1]` exports its last element's address (as data or byte_offset) and a negative
@@ -64,12 +66,12 @@ fn a_reversed_numpy_view_becomes_a_negative_stride_view() {
             .with_strides(&[-1])
             .byte_offset(5 * 4),
     );
-    let view: ArrayView1<f32> = tensor.as_array_view().unwrap();
-    assert_eq!(view, array![5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
-    assert_eq!(view.strides(), &[-1]);
-    assert_eq!(view.as_ptr(), buffer.wrapping_add(5));
+    let v: ArrayView1<f32> = view(&tensor).unwrap();
+    assert_eq!(v, array![5.0, 4.0, 3.0, 2.0, 1.0, 0.0]);
+    assert_eq!(v.strides(), &[-1]);
+    assert_eq!(v.as_ptr(), buffer.wrapping_add(5));
     // The ndarray view behaves like any other: reversing it again gives the memory order.
-    assert_eq!(view.slice(s![..;-1]).as_slice(), Some(&counting(6)[..]));
+    assert_eq!(v.slice(s![..;-1]).as_slice(), Some(&counting(6)[..]));
 }
 
 #[test]
@@ -81,14 +83,14 @@ fn negative_strides_on_both_axes_of_a_2d_tensor() {
             .data(Data::Buffer { offset: 11 * 4 }),
     );
     let expected = array![[11.0, 9.0], [7.0, 5.0], [3.0, 1.0]];
-    let view: ArrayView2<f32> = tensor.as_array_view().unwrap();
-    assert_eq!(view, expected);
-    assert_eq!(view.strides(), &[-4, -2]);
-    assert_eq!(view.as_ptr(), buffer.wrapping_add(11));
+    let v: ArrayView2<f32> = view(&tensor).unwrap();
+    assert_eq!(v, expected);
+    assert_eq!(v.strides(), &[-4, -2]);
+    assert_eq!(v.as_ptr(), buffer.wrapping_add(11));
 
-    let mut view = tensor.as_array_view_mut::<f32, Ix2>().unwrap();
-    assert_eq!(view.strides(), &[-4, -2]);
-    view[[0, 1]] = -9.0; // a[2, 1]
+    let mut v = view_mut::<f32, Ix2>(&mut tensor).unwrap();
+    assert_eq!(v.strides(), &[-4, -2]);
+    v[[0, 1]] = -9.0; // a[2, 1]
     // SAFETY: the fixture's buffer holds 12 f32s, alive while `tensor` is; no view is left.
     let memory = unsafe { std::slice::from_raw_parts(buffer, 12) };
     assert_eq!(memory[9], -9.0);
@@ -97,17 +99,17 @@ fn negative_strides_on_both_axes_of_a_2d_tensor() {
 #[test]
 fn a_broadcast_tensor_views_read_only_with_zero_strides() {
     let (mut tensor, deletes) = import(Foreign::of(&counting(3), &[4, 3]).with_strides(&[0, 1]));
-    let view: ArrayView2<f32> = tensor.as_array_view().unwrap();
-    assert_eq!(view.strides(), &[0, 1]);
-    assert_eq!(view, array![[0.0, 1.0, 2.0]].broadcast((4, 3)).unwrap());
+    let v: ArrayView2<f32> = view(&tensor).unwrap();
+    assert_eq!(v.strides(), &[0, 1]);
+    assert_eq!(v, array![[0.0, 1.0, 2.0]].broadcast((4, 3)).unwrap());
     assert_eq!(
-        tensor.as_array_view_mut::<f32, Ix2>().unwrap_err(),
+        view_mut::<f32, Ix2>(&mut tensor).unwrap_err(),
         Error::OverlappingStrides {
             shape: vec![4, 3],
             strides: vec![0, 1]
         }
     );
-    let copy: Array2<f32> = tensor.to_array().unwrap();
+    let copy: Array2<f32> = to_owned(&tensor).unwrap();
     assert!(copy.is_standard_layout());
     assert_eq!(copy.row(3), array![0.0, 1.0, 2.0]);
 
@@ -124,24 +126,26 @@ fn a_broadcast_tensor_views_read_only_with_zero_strides() {
 #[test]
 fn a_0d_tensor_views_as_ix0_and_ixdyn() {
     let (mut tensor, _) = import(Foreign::of(&[42i32], &[]));
-    let view: ArrayView0<i32> = tensor.as_array_view().unwrap();
-    assert_eq!(view.into_scalar(), &42);
-    let view: ArrayViewD<i32> = tensor.as_array_view().unwrap();
-    assert_eq!((view.ndim(), view.len()), (0, 1));
-    tensor.as_array_view_mut::<i32, Ix0>().unwrap()[()] = 7;
-    let owned: ndarray::Array0<i32> = tensor.into_array().unwrap();
+    let v: ArrayView0<i32> = view(&tensor).unwrap();
+    assert_eq!(v.into_scalar(), &42);
+    let v: ArrayViewD<i32> = view(&tensor).unwrap();
+    assert_eq!((v.ndim(), v.len()), (0, 1));
+    view_mut::<i32, Ix0>(&mut tensor).unwrap()[()] = 7;
+    let (owned, transfer): (ndarray::Array0<i32>, _) =
+        into_owned(tensor, CopyMode::IfNeeded).unwrap();
     assert_eq!(owned.into_scalar(), 7);
+    assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
 }
 
 #[test]
 fn a_size_0_tensor_views_as_an_empty_array() {
     for data in [Data::Null, Data::Buffer { offset: 0 }] {
         let (mut tensor, deletes) = import(Foreign::new(DataType::F64, &[0, 3]).data(data));
-        let view: ArrayView2<f64> = tensor.as_array_view().unwrap();
-        assert_eq!((view.shape(), view.len()), (&[0, 3][..], 0));
-        assert_eq!(view.iter().count(), 0);
-        assert_eq!(tensor.as_array_view_mut::<f64, Ix2>().unwrap().len(), 0);
-        let owned: Array2<f64> = tensor.into_array().unwrap();
+        let v: ArrayView2<f64> = view(&tensor).unwrap();
+        assert_eq!((v.shape(), v.len()), (&[0, 3][..], 0));
+        assert_eq!(v.iter().count(), 0);
+        assert_eq!(view_mut::<f64, Ix2>(&mut tensor).unwrap().len(), 0);
+        let owned: Array2<f64> = into_owned(tensor, CopyMode::IfNeeded).unwrap().0;
         assert_eq!(owned.shape(), &[0, 3]);
         assert_eq!(deletes.load(Ordering::SeqCst), 1);
     }
@@ -152,12 +156,12 @@ fn every_fixed_dimensionality_and_ixdyn_import() {
     fn check<D: ndarray::Dimension>(shape: &[i64]) {
         let n = shape.iter().product::<i64>() as usize;
         let (tensor, _) = import(Foreign::of(&counting(n), shape));
-        let view = tensor.as_array_view::<f32, D>().unwrap();
-        let dims: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
+        let v = view::<f32, D>(&tensor).unwrap();
+        let dims: Vec<i64> = v.shape().iter().map(|&d| d as i64).collect();
         assert_eq!(dims, shape);
-        assert_eq!(view.iter().copied().collect::<Vec<_>>(), counting(n));
-        let dynamic: ArrayViewD<f32> = tensor.as_array_view().unwrap();
-        assert_eq!(dynamic.shape(), view.shape());
+        assert_eq!(v.iter().copied().collect::<Vec<_>>(), counting(n));
+        let dynamic: ArrayViewD<f32> = view(&tensor).unwrap();
+        assert_eq!(dynamic.shape(), v.shape());
     }
     check::<Ix0>(&[]);
     check::<Ix1>(&[3]);
@@ -174,9 +178,9 @@ fn writes_through_a_mutable_view_land_in_the_foreign_memory() {
     let (mut tensor, deletes, buffer) =
         import_with_buffer(Foreign::of(&counting(6), &[3, 2]).with_strides(&[1, 3]));
     {
-        let mut view = tensor.as_array_view_mut::<f32, Ix2>().unwrap();
-        assert_eq!(view.strides(), &[1, 3]);
-        view.column_mut(1).fill(-1.0);
+        let mut v = view_mut::<f32, Ix2>(&mut tensor).unwrap();
+        assert_eq!(v.strides(), &[1, 3]);
+        v.column_mut(1).fill(-1.0);
     }
     // Memory order: column 0 is elements 0..3, column 1 is elements 3..6.
     // SAFETY: the fixture's buffer holds 6 f32s, alive while `tensor` is; no view is left.
@@ -204,9 +208,9 @@ fn a_borrowed_tensor_lends_views_too() {
     // through it while it lives.
     let mut borrowed =
         unsafe { BorrowedTensor::new(&dl, Version::CURRENT, Flags::empty()) }.unwrap();
-    borrowed.as_array_view_mut::<i16, Ix2>().unwrap()[[1, 0]] = 30;
-    let view: ArrayView2<i16> = borrowed.as_array_view().unwrap();
-    assert_eq!(view, array![[1, 2], [30, 4]]);
+    view_mut::<i16, Ix2>(&mut borrowed).unwrap()[[1, 0]] = 30;
+    let v: ArrayView2<i16> = view(&borrowed).unwrap();
+    assert_eq!(v, array![[1, 2], [30, 4]]);
     drop(borrowed);
     assert_eq!(values, [1, 2, 30, 4]);
 }
@@ -217,10 +221,10 @@ fn a_legacy_foreign_tensor_imports_read_only() {
     let deletes = built.counter();
     // SAFETY: a live legacy tensor that nobody else owns.
     let mut tensor = unsafe { ManagedTensor::from_raw_legacy(built.ptr) }.unwrap();
-    let view: ArrayView1<f32> = tensor.as_array_view().unwrap();
-    assert_eq!(view.len(), 4);
+    let v: ArrayView1<f32> = view(&tensor).unwrap();
+    assert_eq!(v.len(), 4);
     assert_eq!(
-        tensor.as_array_view_mut::<f32, Ix1>().unwrap_err(),
+        view_mut::<f32, Ix1>(&mut tensor).unwrap_err(),
         Error::ReadOnly
     );
     drop(tensor);
@@ -237,7 +241,7 @@ fn an_imported_array_can_be_returned_and_sent_to_another_thread() {
     ) -> Result<ImportedArray<f32, Ix2>, Error> {
         // SAFETY: forwarded contract.
         let tensor = unsafe { ManagedTensor::from_raw(raw) }?;
-        ImportedArray::new(tensor)
+        Ok(ImportedArray::new(tensor)?)
     }
     let built = Foreign::of(&counting(6), &[2, 3]).build();
     let deletes = built.counter();
@@ -277,14 +281,15 @@ fn an_imported_read_only_tensor_lends_views_and_says_why_not_mutable_ones() {
 }
 
 #[test]
-fn into_array_copies_a_foreign_tensor_and_deletes_it_once() {
+fn into_owned_copies_a_foreign_tensor_and_deletes_it_once() {
     let (tensor, deletes, buffer) = import_with_buffer(
         Foreign::of(&counting(6), &[3, 2])
             .with_strides(&[-2, 1])
             .data(Data::Buffer { offset: 4 * 4 }),
     );
     let foreign_address = buffer.wrapping_add(4);
-    let owned: Array2<f32> = tensor.into_array().unwrap();
+    let (owned, transfer): (Array2<f32>, _) = into_owned(tensor, CopyMode::IfNeeded).unwrap();
+    assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
     assert_eq!(deletes.load(Ordering::SeqCst), 1);
     assert_ne!(owned.as_ptr(), foreign_address);
     assert!(owned.is_standard_layout());
@@ -292,9 +297,9 @@ fn into_array_copies_a_foreign_tensor_and_deletes_it_once() {
 }
 
 #[test]
-fn to_array_copies_and_keeps_the_tensor() {
+fn to_owned_copies_and_keeps_the_tensor() {
     let (tensor, deletes) = import(Foreign::of(&counting(4), &[2, 2]).with_strides(&[1, 2]));
-    let owned: ArrayD<f32> = tensor.to_array().unwrap();
+    let owned: ArrayD<f32> = to_owned(&tensor).unwrap();
     assert_eq!(owned, array![[0.0, 2.0], [1.0, 3.0]].into_dyn());
     assert!(owned.is_standard_layout());
     assert_eq!(deletes.load(Ordering::SeqCst), 0);
@@ -303,22 +308,22 @@ fn to_array_copies_and_keeps_the_tensor() {
 }
 
 #[test]
-fn into_array_takes_a_vec_export_without_a_copy() {
+fn into_owned_takes_a_vec_export_without_a_copy() {
     let v = vec![1u64, 2, 3, 4, 5, 6];
     let address = v.as_ptr();
     let tensor = ManagedTensor::export(v).unwrap();
-    let a: Array1<u64> = tensor.into_array().unwrap();
-    assert_eq!(a.as_ptr(), address);
+    let (a, transfer): (Array1<u64>, _) = into_owned(tensor, CopyMode::Never).unwrap();
+    assert_eq!((a.as_ptr(), transfer), (address, Transfer::Moved));
 }
 
 #[test]
 fn a_view_of_an_ndarray_export_is_the_array_itself() {
     let a = array![[1u8, 2, 3], [4, 5, 6]].slice_move(s![.., ..;-1]);
     let (address, expected) = (a.as_ptr(), a.clone());
-    let raw = a.into_dlpack().unwrap().into_raw().unwrap();
+    let raw = into_dlpack(a).unwrap().into_raw().unwrap();
     // SAFETY: `raw` was just exported and is owned here.
     let tensor = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
-    let view: ArrayView2<u8> = tensor.as_array_view().unwrap();
-    assert_eq!((view.as_ptr(), view.strides()), (address, &[3, -1][..]));
-    assert_eq!(view, expected);
+    let v: ArrayView2<u8> = view(&tensor).unwrap();
+    assert_eq!((v.as_ptr(), v.strides()), (address, &[3, -1][..]));
+    assert_eq!(v, expected);
 }

@@ -4,8 +4,10 @@
 
 use std::fmt::Debug;
 
-use dlpack_core::{Element, Error, ManagedTensor};
-use dlpack_ndarray::{AsArray, AsArrayMut, ImportedArray, IntoDLPack, ToDLPack, export_view};
+use dlpack_core::{CopyMode, Element, Error, ManagedTensor, Transfer};
+use dlpack_ndarray::{
+    ImportedArray, export_view, into_dlpack, to_dlpack, to_owned, view, view_mut,
+};
 use float8::{F8E4M3, F8E5M2};
 use half::{bf16, f16};
 use ndarray::{Array, ArrayD, ArrayViewD, IxDyn, ShapeBuilder, s};
@@ -58,7 +60,7 @@ fn round_trip<T: Element + PartialEq + Debug>(name: &str, a: ArrayD<T>) {
     let strides = a.strides().to_vec();
     let has_elements = !a.is_empty();
 
-    let raw = a.into_dlpack().unwrap().into_raw().unwrap();
+    let raw = into_dlpack(a).unwrap().into_raw().unwrap();
     // SAFETY: `raw` was just exported and is owned here.
     let mut tensor = unsafe { ManagedTensor::from_raw(raw) }.unwrap();
     let shape: Vec<i64> = expected.shape().iter().map(|&d| d as i64).collect();
@@ -66,29 +68,30 @@ fn round_trip<T: Element + PartialEq + Debug>(name: &str, a: ArrayD<T>) {
     assert_eq!(tensor.dtype(), T::DTYPE, "{name}: dtype");
 
     // The read-only view: the same memory, the same strides.
-    let view: ArrayViewD<T> = tensor.as_array_view().unwrap();
-    assert_eq!(view, expected, "{name}: view");
+    let v: ArrayViewD<T> = view(&tensor).unwrap();
+    assert_eq!(v, expected, "{name}: view");
     if has_elements {
-        assert_eq!(view.as_ptr(), first, "{name}: view address");
-        assert_eq!(view.strides(), strides, "{name}: view strides");
+        assert_eq!(v.as_ptr(), first, "{name}: view address");
+        assert_eq!(v.strides(), strides, "{name}: view strides");
     }
 
     // The mutable view: owned arrays never overlap, so it is granted, on the same memory.
-    let view = tensor.as_array_view_mut::<T, IxDyn>().unwrap();
-    assert_eq!(view, expected, "{name}: mutable view");
+    let v = view_mut::<T, IxDyn>(&mut tensor).unwrap();
+    assert_eq!(v, expected, "{name}: mutable view");
     if has_elements {
-        assert_eq!(view.as_ptr(), first, "{name}: mutable view address");
+        assert_eq!(v.as_ptr(), first, "{name}: mutable view address");
     }
 
     // The copy: equal values in C order, elsewhere.
-    let copy: ArrayD<T> = tensor.to_array().unwrap();
+    let copy: ArrayD<T> = to_owned(&tensor).unwrap();
     assert_eq!(copy, expected, "{name}: copy");
     assert!(copy.is_standard_layout(), "{name}: copy layout");
 
     // The owning wrapper, then the array itself back.
     let imported = ImportedArray::<T, IxDyn>::new(tensor).unwrap();
     assert_eq!(imported.view(), expected, "{name}: ImportedArray");
-    let back = imported.into_array().unwrap();
+    let (back, transfer) = imported.into_owned(CopyMode::Never).unwrap();
+    assert_eq!(transfer, Transfer::Reclaimed, "{name}: reclaimed");
     assert_eq!(back, expected, "{name}: reclaimed");
     if has_elements {
         assert_eq!(back.as_ptr(), first, "{name}: reclaimed address");
@@ -96,9 +99,9 @@ fn round_trip<T: Element + PartialEq + Debug>(name: &str, a: ArrayD<T>) {
     }
 
     // The copying export agrees.
-    let copied = expected.to_dlpack().unwrap();
+    let copied = to_dlpack(&expected).unwrap();
     assert_eq!(
-        copied.as_array_view::<T, IxDyn>().unwrap(),
+        view::<T, IxDyn>(&copied).unwrap(),
         expected,
         "{name}: to_dlpack"
     );
@@ -111,16 +114,16 @@ fn broadcast<T: Element + PartialEq + Debug>(make: fn(usize) -> T) {
     // SAFETY: the tensor is dropped at the end of this block, before `row`, which is not
     // written meanwhile.
     unsafe {
-        let mut tensor = export_view(wide.view()).unwrap();
+        let mut tensor = export_view(&wide).unwrap();
         assert_eq!(tensor.strides(), &[0, 1]);
-        let view: ArrayViewD<T> = tensor.as_array_view().unwrap();
-        assert_eq!(view, wide);
-        assert_eq!((view.as_ptr(), view.strides()), (row.as_ptr(), &[0, 1][..]));
+        let v: ArrayViewD<T> = view(&tensor).unwrap();
+        assert_eq!(v, wide);
+        assert_eq!((v.as_ptr(), v.strides()), (row.as_ptr(), &[0, 1][..]));
         assert_eq!(
-            tensor.as_array_view_mut::<T, IxDyn>().unwrap_err(),
+            view_mut::<T, IxDyn>(&mut tensor).unwrap_err(),
             Error::ReadOnly
         );
-        let copy: ArrayD<T> = tensor.to_array().unwrap();
+        let copy: ArrayD<T> = to_owned(&tensor).unwrap();
         assert_eq!(copy, wide);
     }
 }

@@ -49,6 +49,10 @@
 //!   `docs/python.md` is the guide.
 //! - The DLPack 1.3 C exchange API: [`exchange_api`], offered on [`DLPackTensor`]'s type and used
 //!   by the importer when a producer's type offers one.
+//! - NumPy without DLPack: the buffer protocol (PEP 3118) for host tensors, [`get_buffer`] and
+//!   [`release_buffer`] (`memoryview(t)`, `bytes(t)`, and `np.asarray(t)` sharing the memory;
+//!   see the section below for the builds that have it), and `__array__` with NumPy 2's `copy`
+//!   ([`numpy_array`]); [`DLPackTensor`] offers both.
 //! - Errors: [`to_py_err`], and two exception classes that also derive from the one NumPy raises
 //!   ([`exceptions`]).
 //! - [`register`] adds the class and the exceptions to an extension module.
@@ -85,6 +89,18 @@
 //!   export one tensor at once, each export sharing it.
 //! - A consumer may call the deleter of an exported Rust tensor on any thread, attached to the
 //!   interpreter or not, as DLPack allows: the `Drop` of a producer runs there.
+//!
+//! # The buffer protocol and the stable ABI
+//!
+//! CPython's stable ABI has the buffer protocol from 3.11 only, so this crate offers it
+//! ([`get_buffer`], [`release_buffer`], `DLPackTensor.__getbuffer__`) in every build but the
+//! limited API of older versions: a build for one interpreter, or for the stable ABI of
+//! CPython >= 3.11 (pyo3's `abi3-py311` feature). With `abi3-py39` or `abi3-py310`,
+//! [`DLPackTensor`] has no buffer, and NumPy reads it through `__array__` instead (a share or
+//! a copy as `copy` says, through `numpy.from_dlpack`). The buffer serves memory the host
+//! reads in place (the CPU, and pinned or managed memory once the device hooks have waited for
+//! it); device tensors, and dtypes PEP 3118 has no format for (bfloat16, the float8, float6
+//! and float4 types, complex32, vector types), are refused with a `BufferError` that says why.
 //!
 //! # Building an extension module
 //!
@@ -125,6 +141,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod arguments;
+mod array;
+#[cfg(any(not(Py_LIMITED_API), Py_3_11))]
+mod buffer;
 mod capsule;
 #[cfg(feature = "cuda")]
 pub mod cuda;
@@ -142,6 +161,9 @@ pub use arguments::{
     AnyNdim, Imported, Ndim, NdimSpec, PyTensor, PyTensor1, PyTensor2, PyTensor3, PyTensorMut,
     PyTensorMut1, PyTensorMut2, PyTensorMut3,
 };
+pub use array::numpy_array;
+#[cfg(any(not(Py_LIMITED_API), Py_3_11))]
+pub use buffer::{get_buffer, release_buffer};
 pub use exceptions::to_py_err;
 pub use exchange::{exchange_api, type_exchange_api};
 pub use export::{Exporter, PyExporter, dlpack_device, dlpack_method, export_args, to_capsule};

@@ -125,6 +125,35 @@ impl DLPackTensor {
         self.exporter.tensor().is_read_only()
     }
 
+    /// `__array__(dtype=None, copy=None)`: a NumPy array of the tensor, with NumPy 2's meaning
+    /// of `copy` ([`numpy_array`](crate::numpy_array)).
+    #[pyo3(signature = (dtype=None, copy=None))]
+    fn __array__<'py>(
+        slf: &Bound<'py, Self>,
+        dtype: Option<&Bound<'py, PyAny>>,
+        copy: Option<bool>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        crate::numpy_array(slf.as_any(), dtype, copy)
+    }
+
+    /// The buffer protocol for host tensors ([`get_buffer`](crate::get_buffer)).
+    #[cfg(any(not(Py_LIMITED_API), Py_3_11))]
+    unsafe fn __getbuffer__(
+        slf: &Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: core::ffi::c_int,
+    ) -> PyResult<()> {
+        // SAFETY: CPython passes a view to fill, valid for writes.
+        unsafe { crate::get_buffer(slf, view, flags) }
+    }
+
+    /// Frees what [`get_buffer`](crate::get_buffer) allocated for `view`.
+    #[cfg(any(not(Py_LIMITED_API), Py_3_11))]
+    unsafe fn __releasebuffer__(&self, view: *mut pyo3::ffi::Py_buffer) {
+        // SAFETY: CPython passes a view that `__getbuffer__` filled, and releases it once.
+        unsafe { crate::release_buffer(view) }
+    }
+
     fn __repr__(&self) -> String {
         let t = self.exporter.tensor();
         format!(

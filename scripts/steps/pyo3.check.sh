@@ -64,13 +64,13 @@ ZE_ENABLE_ALT_DRIVERS="$pyo3_ze_driver" DLPACK_ONEAPI_TEST_DRIVER_DEVICES=2 DLPA
 # pytest prints why the others did not (-rs).
 # PyTorch and CuPy are not in .venv: with the switch the tests run under DLPACK_GPU_PYTHON
 # (default: the python3 on PATH), which must import torch, cupy and pytest (the abi3 module
-# loads in any CPython >= 3.9).
+# loads in any CPython >= 3.11, the first stable ABI with the buffer protocol).
 step "dlpack-pyo3 CUDA tests (PyTorch, CuPy; DLPACK_TEST_CUDA=${DLPACK_TEST_CUDA:-unset})"
 pyo3_gpu_python=.venv/bin/python
 if [[ ${DLPACK_TEST_CUDA:-} == 1 ]]; then
     pyo3_gpu_python=${DLPACK_GPU_PYTHON:-python3}
-    "$pyo3_gpu_python" -c "import torch, cupy, pytest" ||
-        die "DLPACK_TEST_CUDA=1, but $pyo3_gpu_python cannot import torch, cupy and pytest: set DLPACK_GPU_PYTHON to an interpreter that can"
+    "$pyo3_gpu_python" -c "import sys, torch, cupy, pytest; assert sys.version_info >= (3, 11)" ||
+        die "DLPACK_TEST_CUDA=1, but $pyo3_gpu_python is older than CPython 3.11 or cannot import torch, cupy and pytest: set DLPACK_GPU_PYTHON to an interpreter that can"
 fi
 DLPACK_TESTMOD_DIR="$pyo3_ext" "$pyo3_gpu_python" -m pytest -q -rs -p no:cacheprovider \
     "$ROOT/dlpack-pyo3/tests/python-gpu"

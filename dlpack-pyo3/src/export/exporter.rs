@@ -275,6 +275,39 @@ impl Exporter {
             SyncAction::Nothing => Ok(()),
         }
     }
+
+    /// Whether the host may read and write the tensor's memory in place, as
+    /// `__dlpack__(dl_device=(1, 0), copy=False)` decides: memory on the CPU, and pinned or
+    /// managed memory (and host or shared USM that the hooks confirm), which that call
+    /// relabels to the CPU. For those it first waits, detached, as that call waits, through
+    /// the hooks. `Ok(false)` for memory only its device reads.
+    ///
+    /// # Errors
+    ///
+    /// As for [`to_capsule`](fn@to_capsule): pinned or managed memory without hooks to wait
+    /// for it, or a hook that fails.
+    #[cfg(any(not(Py_LIMITED_API), Py_3_11))]
+    pub(crate) fn host_read_in_place(&self, py: Python<'_>) -> PyResult<bool> {
+        let args = ExportArgs {
+            stream: None,
+            max_version: Some(dlpack_core::Version::CURRENT),
+            dl_device: Some(Device::CPU),
+            copy: Some(false),
+        };
+        let hooks = self.hooks.as_deref();
+        let device = self.tensor.device();
+        let decision = match resolved_kind(&self.tensor, &args, hooks) {
+            Some(memory) => args.decide_for_memory(device, memory),
+            None => args.decide(device),
+        };
+        match decision {
+            Ok(decision) if !matches!(decision.plan, ExportPlan::CopyTo(_)) => {
+                synchronise(py, device, decision.sync, hooks).map_err(to_py_err)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 /// What a `__dlpack__` call exports from.
@@ -354,6 +387,24 @@ fn resolved_kind(
     }
 }
 
+/// Synchronises as `sync` says for a tensor on `device`, through `hooks`.
+fn synchronise(
+    py: Python<'_>,
+    device: Device,
+    sync: SyncAction,
+    hooks: Option<&dyn DeviceHooks>,
+) -> Result<(), Error> {
+    let hook = || hooks.ok_or(Error::NoHook { device });
+    match sync {
+        SyncAction::Nothing => Ok(()),
+        SyncAction::Stream(request) => hook().and_then(|h| h.make_ready(device, request)),
+        // Detached from the interpreter while the host waits: the device work waited for may
+        // itself need a Python thread (a Python host function on the stream, as CuPy's
+        // `launch_host_func` queues), and other threads need not stall meanwhile.
+        SyncAction::Host => hook().and_then(|h| py.detach(|| h.wait_host(device))),
+    }
+}
+
 /// Carries out dlpack-core's decision for one `__dlpack__` call.
 fn serve(
     py: Python<'_>,
@@ -371,16 +422,7 @@ fn serve(
         PyErrorKind::ValueError => stream_error(py, &err),
         _ => to_py_err(err),
     })?;
-    let hook = || hooks.ok_or(Error::NoHook { device });
-    match decision.sync {
-        SyncAction::Nothing => Ok(()),
-        SyncAction::Stream(request) => hook().and_then(|h| h.make_ready(device, request)),
-        // Detached from the interpreter while the host waits: the device work waited for may
-        // itself need a Python thread (a Python host function on the stream, as CuPy's
-        // `launch_host_func` queues), and other threads need not stall meanwhile.
-        SyncAction::Host => hook().and_then(|h| py.detach(|| h.wait_host(device))),
-    }
-    .map_err(to_py_err)?;
+    synchronise(py, device, decision.sync, hooks).map_err(to_py_err)?;
     let exported = match decision.plan {
         ExportPlan::AsIs => source.export_as(decision.format),
         ExportPlan::Relabel(target) => source

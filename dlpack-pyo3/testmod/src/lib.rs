@@ -1,7 +1,8 @@
 //! The Python extension module that dlpack-pyo3's Python tests import, as `dlpack_testmod`.
 //!
-//! It is built as an abi3 (`abi3-py39`) extension without libpython and loaded by pytest
-//! (`dlpack-pyo3/tests/python`, run by `scripts/steps/pyo3.check.sh`):
+//! It is built as an abi3 extension without libpython and loaded by pytest
+//! (`dlpack-pyo3/tests/python`, run by `scripts/steps/pyo3.check.sh`), for CPython >= 3.11
+//! (`abi3-py311`, the first stable ABI with the buffer protocol):
 //!
 //! ```text
 //! PYO3_BUILD_EXTENSION_MODULE=1 cargo build -p dlpack-pyo3-testmod --release
@@ -20,6 +21,9 @@
 //! - loops for the benchmark (`import_loop`);
 //! - a `#[derive(DLPack)]` struct crossing into Python and back (`derived_image`,
 //!   `to_derived_image`);
+//! - the buffer protocol asked for with exact request flags (`buffer_info`), and a `PyExporter`
+//!   class of the module's own with the buffer protocol and `__array__` (`ExporterTensor`),
+//!   in `buffer.rs`;
 //! - dlpack-pyo3's argument and result types in `#[pyfunction]`s (`args.rs`);
 //! - with the feature `cuda`: float32 tensors on CUDA device 0 (`cuda_f32`) and the CUDA
 //!   importer of `dlpack_pyo3::cuda` (`cuda_import_report`, `cuda_import_address`), for
@@ -31,6 +35,7 @@
 //!   `scripts/steps/pyo3.check.sh` must find, to prove that it finds leaks.
 
 mod args;
+mod buffer;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "oneapi")]
@@ -714,6 +719,7 @@ fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(derived_image, m)?)?;
     m.add_function(wrap_pyfunction!(to_derived_image, m)?)?;
     args::register(m)?;
+    buffer::register(m)?;
     #[cfg(feature = "cuda")]
     cuda::register(m)?;
     #[cfg(feature = "oneapi")]

@@ -143,7 +143,9 @@ unsafe impl DeviceHooks for OneApiHooks {
                                  this Context; expected the Queue::stream() of a queue made or \
                                  adopted (Queue::from_raw) in this Context value (a queue of \
                                  another Context value is not found, even over the same Level \
-                                 Zero context: adopt its command list here)"
+                                 Zero context: adopt its command list here; a SYCL queue passed \
+                                 as stream stands for its native command list, adopted the same \
+                                 way)"
                             ),
                         })?;
                 let root = self.context.ze_device(device)?;

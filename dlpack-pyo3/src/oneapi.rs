@@ -11,9 +11,15 @@
 //! - `stream=q` with `q` the [`Queue::stream`] number of a live queue of the context: that
 //!   queue waits, on the device, for the work on the producer device's default queue (an event
 //!   handshake, never a host wait); any other number is refused with a `ValueError`, never
-//!   handed to Level Zero as a handle. dpctl's convention, a `dpctl.SyclQueue` object, is not
-//!   an int and is refused with a `TypeError`: a SYCL queue joins only by adopting its native
-//!   command list ([`Queue::from_raw`]);
+//!   handed to Level Zero as a handle;
+//! - `stream=q` with `q` a `dpctl.SyclQueue` (dpctl's convention), or the `"SyclQueueRef"`
+//!   capsule of one: on the Level Zero backend its native immediate command list
+//!   ([`level_zero_command_list`]) stands for it as a number would, so a SYCL queue whose list
+//!   the context adopted ([`Queue::from_raw`]) is ordered as above, and any other is refused
+//!   with a `ValueError`. A queue on another backend (OpenCL, as on the CPU device of Intel's
+//!   `intel-opencl-rt` wheel) is refused with a `BufferError` that names it. dpctl is not
+//!   imported: the queue is recognised by its `backend` and `_get_capsule()`, and its list is
+//!   read from the SYCL runtime that made it;
 //! - `dl_device=(1, 0)` (`np.from_dlpack(t, device="cpu")`): after waiting for the producer
 //!   device's default queue, host and shared USM go to the CPU without a copy (Level Zero says
 //!   which kind of USM the tensor is, since `kDLOneAPI` does not), device USM is copied on that
@@ -125,6 +131,11 @@
 //!    [`DLPackTensor`] with `context.hooks()` goes to `dpnp.from_dlpack(obj)` without a copy,
 //!    and dpnp arrays come back through [`from_dlpack_oneapi`] with the same hooks.
 //!
+//! 4. So that `__dlpack__(stream=q)` orders a dpctl queue `q` after the tensor's work, adopt
+//!    the command list of that (in-order) queue in the same context:
+//!    `unsafe { Queue::from_raw(&context, &device, level_zero_command_list(q)?) }`. The context
+//!    finds the `Queue` only while a clone of it lives, and the SYCL queue must outlive it.
+//!
 //! With a context of the crate's own instead ([`Context::new`](dlpack_oneapi::Context::new)),
 //! dpnp takes the tensor only on a driver that resolves pointers driver-wide (Intel's, by its
 //! source). None of these steps has run against dpnp yet (see below).
@@ -134,11 +145,16 @@
 //! No Intel GPU and no SYCL runtime were available when this module was written. It runs in
 //! the workspace's tests through the real Level Zero loader with the workspace's test-support
 //! driver (dlpack-pyo3/tests/python-oneapi); dpctl, dpnp and PyTorch XPU themselves have not
-//! exchanged tensors with it.
+//! exchanged tensors with it, and [`level_zero_command_list`] has read queues only from the
+//! test module's stand-in for libsycl's `sycl::queue::getNative` and dpctl's
+//! `DPCTLQueue_GetBackend`.
+
+pub(crate) mod sycl;
 
 use dlpack_core::{DeviceType, Error, ManagedTensor, PyErrorKind};
 pub use dlpack_oneapi::{OneApiHooks, Queue};
 use pyo3::prelude::*;
+pub use sycl::level_zero_command_list;
 
 #[cfg(doc)]
 use crate::DLPackTensor;

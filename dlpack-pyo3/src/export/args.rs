@@ -1,7 +1,8 @@
 //! The keyword arguments of `__dlpack__`: [`export_args`] for values pyo3 extracted, and the
 //! parsing of the raw C method ([`super::method`]), which matches keyword names by identity
 //! with interned strings and raises the `TypeError`s CPython raises for a Python function of
-//! the standard's signature.
+//! the standard's signature. A `stream` that is a SYCL queue (dpctl's convention for oneAPI)
+//! is kept as [`Keywords`] until the tensor's device decides what it means.
 
 use dlpack_core::protocol::ExportArgs;
 use dlpack_core::{Device, DeviceType, Error, PyErrorKind, Version};
@@ -11,6 +12,91 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyInt, PyString, PyTuple};
 
 use crate::exceptions::stream_error;
+
+/// The keyword arguments of one `__dlpack__` call, as [`set_keyword`] parses them.
+#[derive(Default)]
+pub(super) struct Keywords<'py> {
+    /// Every argument but a SYCL queue given as `stream`.
+    pub(super) args: ExportArgs,
+    /// `stream`, when it is a SYCL queue ([`is_sycl_queue`]) rather than an int.
+    sycl_queue: Option<Bound<'py, PyAny>>,
+}
+
+impl Keywords<'_> {
+    /// The arguments for a tensor on `device`. A SYCL queue given as `stream` becomes the
+    /// handle of its Level Zero command list, which the tensor's oneAPI hooks look up among the
+    /// queues of their context (dlpack-oneapi's `Queue::from_raw` adopts one), as for an int
+    /// `stream`. It is refused on a device that is not oneAPI (the stream error, whose message
+    /// says what that device takes), and for a queue that has no such list: a queue on another
+    /// backend (OpenCL, CUDA, HIP: `BufferError` naming it), a build without the `oneapi`
+    /// feature (`BufferError`).
+    pub(super) fn for_device(&self, py: Python<'_>, device: Device) -> PyResult<ExportArgs> {
+        let Some(queue) = &self.sycl_queue else {
+            return Ok(self.args);
+        };
+        let what = format!(
+            "stream={}",
+            queue
+                .repr()
+                .map_or_else(|_| "an object without a repr".to_owned(), |r| r.to_string())
+        );
+        if device.device_type != DeviceType::ONEAPI {
+            let expected = if device.device_type == DeviceType::CPU {
+                "expected None: the array API standard accepts only None on the CPU"
+            } else {
+                "expected None or a stream of that device"
+            };
+            return Err(stream_error(
+                py,
+                &Error::Protocol {
+                    kind: PyErrorKind::ValueError,
+                    message: format!(
+                        "{what} is a SYCL queue, which orders only oneAPI tensors, and this one \
+                         is on {device}; {expected}"
+                    ),
+                },
+            ));
+        }
+        #[cfg(feature = "oneapi")]
+        {
+            let list = crate::oneapi::sycl::command_list_of(queue, &what)?;
+            let stream = i64::try_from(list).map_err(|_| {
+                pyo3::exceptions::PyBufferError::new_err(format!(
+                    "{what} is a SYCL queue whose native command list {list:#x} does not fit a \
+                     64-bit stream handle"
+                ))
+            })?;
+            Ok(ExportArgs {
+                stream: Some(stream),
+                ..self.args
+            })
+        }
+        #[cfg(not(feature = "oneapi"))]
+        Err(pyo3::exceptions::PyBufferError::new_err(format!(
+            "{what} is a SYCL queue, whose Level Zero command list only a build of dlpack-pyo3 \
+             with its `oneapi` feature reads"
+        )))
+    }
+}
+
+/// The name of dpctl's queue capsules, whose pointer is a `sycl::queue *` (dpctl's
+/// `DPCTLSyclQueueRef`) that the capsule's destructor deletes.
+pub(crate) const SYCL_QUEUE_CAPSULE: &core::ffi::CStr = c"SyclQueueRef";
+
+/// Whether `value` is a SYCL queue in dpctl's shape: a [`SYCL_QUEUE_CAPSULE`] capsule, or an
+/// object with a `backend` and a `_get_capsule` method, as a `dpctl.SyclQueue` has (dpctl is
+/// not imported: its classes are recognised by what they offer).
+pub(crate) fn is_sycl_queue(value: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: the thread is attached and `value` is live; IsValid only reads the object.
+    let capsule =
+        unsafe { pyo3::ffi::PyCapsule_IsValid(value.as_ptr(), SYCL_QUEUE_CAPSULE.as_ptr()) == 1 };
+    let py = value.py();
+    capsule
+        || (value
+            .hasattr(pyo3::intern!(py, "_get_capsule"))
+            .unwrap_or(false)
+            && value.hasattr(pyo3::intern!(py, "backend")).unwrap_or(false))
+}
 
 /// Converts `__dlpack__`'s keyword arguments, as pyo3 extracts them, into dlpack-core's
 /// [`ExportArgs`].
@@ -170,17 +256,18 @@ pub(super) unsafe fn set_keyword_fast(
 /// Sets the keyword argument `key=value` of a `__dlpack__` call in `parsed`, with the
 /// `TypeError`s CPython raises for a Python function of the standard's signature
 /// `(self, *, stream=None, max_version=None, dl_device=None, copy=None)`, and for values of
-/// the wrong type (`max_version` and `dl_device` must be 2-tuples of ints, `stream` an int;
-/// `None` is always allowed); `copy` is read by its truth value, as NumPy reads it. A pair of ints that does not fit (`max_version`:
-/// two unsigned 32-bit ints; `dl_device`: two signed 32-bit ints) is an `OverflowError`, as
-/// CPython raises for an int argument out of a C type's range, and NumPy here.
+/// the wrong type (`max_version` and `dl_device` must be 2-tuples of ints, `stream` an int or
+/// a SYCL queue, kept for [`Keywords::for_device`]; `None` is always allowed); `copy` is read
+/// by its truth value, as NumPy reads it. A pair of ints that does not fit (`max_version`: two
+/// unsigned 32-bit ints; `dl_device`: two signed 32-bit ints) is an `OverflowError`, as CPython
+/// raises for an int argument out of a C type's range, and NumPy here.
 ///
 /// Names are matched by identity with interned strings first (CPython interns the keyword
 /// names written in source code), and by value only for names made at run time.
-pub(super) fn set_keyword(
-    parsed: &mut ExportArgs,
-    key: &Bound<'_, PyAny>,
-    value: &Bound<'_, PyAny>,
+pub(super) fn set_keyword<'py>(
+    parsed: &mut Keywords<'py>,
+    key: &Bound<'py, PyAny>,
+    value: &Bound<'py, PyAny>,
 ) -> PyResult<()> {
     let slot = match interned_keywords(key.py())
         .iter()
@@ -222,8 +309,13 @@ pub(super) fn set_keyword(
         }
     };
     match slot {
+        0 if !value.is_instance_of::<PyInt>() && is_sycl_queue(value) => {
+            parsed.args.stream = None;
+            parsed.sycl_queue = Some(value.clone());
+        }
         0 => {
-            parsed.stream = Some(value.extract().map_err(|_| {
+            parsed.sycl_queue = None;
+            parsed.args.stream = Some(value.extract().map_err(|_| {
                 if value.is_instance_of::<PyInt>() {
                     // An int, but none that a stream handle (a pointer) can be.
                     stream_error(
@@ -236,7 +328,7 @@ pub(super) fn set_keyword(
                         },
                     )
                 } else {
-                    wrong_type("an int")
+                    wrong_type("an int, a SYCL queue (dpctl.SyclQueue)")
                 }
             })?)
         }
@@ -247,7 +339,7 @@ pub(super) fn set_keyword(
                     "a major and a minor version in 0..2**32",
                 )
             })?;
-            parsed.max_version = Some(Version::new(major, minor));
+            parsed.args.max_version = Some(Version::new(major, minor));
         }
         2 => {
             let (device_type, id) = value.extract().map_err(|_| {
@@ -256,9 +348,9 @@ pub(super) fn set_keyword(
                     "a device type and a device id in -2**31..2**31",
                 )
             })?;
-            parsed.dl_device = Some(Device::new(DeviceType(device_type), id));
+            parsed.args.dl_device = Some(Device::new(DeviceType(device_type), id));
         }
-        _ => parsed.copy = Some(copy_flag(value)?),
+        _ => parsed.args.copy = Some(copy_flag(value)?),
     }
     Ok(())
 }

@@ -1,13 +1,12 @@
 //! The C-level `__dlpack__` method: [`dlpack_method`] makes a plain CPython method descriptor
 //! for any [`PyExporter`] class, with the fast calling convention where the stable ABI has it.
 
-use dlpack_core::protocol::ExportArgs;
 use pyo3::PyClass;
 use pyo3::prelude::*;
 use pyo3::pyclass::boolean_struct::True;
 use pyo3::types::{PyCapsule, PyDict, PyTuple};
 
-use super::args::{interned_keywords, positional_error, set_keyword, set_keyword_fast};
+use super::args::{Keywords, interned_keywords, positional_error, set_keyword, set_keyword_fast};
 use super::exporter::Exporter;
 use crate::entry::{Entry, panic_error};
 
@@ -172,7 +171,7 @@ unsafe extern "C" fn raw_dlpack_varargs<T: PyExporter>(
         if positional != 0 {
             return Err(positional_error(positional));
         }
-        let mut parsed = ExportArgs::default();
+        let mut parsed = Keywords::default();
         if !kwargs.is_null() {
             // SAFETY: a non-NULL `kwargs` is a borrowed reference valid for this call.
             let kwargs = unsafe { pyo3::Borrowed::from_ptr(py, kwargs) };
@@ -181,7 +180,7 @@ unsafe extern "C" fn raw_dlpack_varargs<T: PyExporter>(
                 // SAFETY: attached, no exception set (a failed step returned), and both objects
                 // are held by this loop.
                 if !unsafe {
-                    set_keyword_fast(py, &mut parsed, names, key.as_ptr(), value.as_ptr())
+                    set_keyword_fast(py, &mut parsed.args, names, key.as_ptr(), value.as_ptr())
                 } {
                     set_keyword(&mut parsed, &key, &value)?;
                 }
@@ -191,7 +190,9 @@ unsafe extern "C" fn raw_dlpack_varargs<T: PyExporter>(
         let slf = unsafe { pyo3::Borrowed::from_ptr(py, slf) };
         // This convention also serves interpreters other than CPython: the type is checked here
         // rather than trusted to their method descriptors.
-        slf.cast::<T>()?.get().exporter().to_capsule(py, &parsed)
+        let exporter = slf.cast::<T>()?.get().exporter();
+        let args = parsed.for_device(py, exporter.tensor().device())?;
+        exporter.to_capsule(py, &args)
     })
 }
 
@@ -219,7 +220,7 @@ unsafe extern "C" fn raw_dlpack_fast<T: PyExporter>(
         if positional != 0 {
             return Err(positional_error(positional));
         }
-        let mut parsed = ExportArgs::default();
+        let mut parsed = Keywords::default();
         if !kwnames.is_null() {
             let names = interned_keywords(py);
             // SAFETY: a non-NULL `kwnames` is a tuple of strings borrowed for this call
@@ -237,7 +238,7 @@ unsafe extern "C" fn raw_dlpack_fast<T: PyExporter>(
                 };
                 // SAFETY: attached, no exception set (a failed step returned), both objects
                 // live for the call.
-                if !unsafe { set_keyword_fast(py, &mut parsed, names, key, value) } {
+                if !unsafe { set_keyword_fast(py, &mut parsed.args, names, key, value) } {
                     // SAFETY: as above.
                     let (key, value) = unsafe {
                         (
@@ -263,11 +264,13 @@ unsafe extern "C" fn raw_dlpack_fast<T: PyExporter>(
 /// `slf` is an instance of `T` (or of a subclass).
 unsafe fn export_from<'py, T: PyExporter>(
     slf: pyo3::Borrowed<'_, 'py, PyAny>,
-    args: &ExportArgs,
+    parsed: &Keywords<'_>,
 ) -> PyResult<Bound<'py, PyCapsule>> {
     // SAFETY: an instance of `T` (caller).
     let slf = unsafe { slf.cast_unchecked::<T>() };
-    slf.get().exporter().to_capsule(slf.py(), args)
+    let exporter = slf.get().exporter();
+    let args = parsed.for_device(slf.py(), exporter.tensor().device())?;
+    exporter.to_capsule(slf.py(), &args)
 }
 
 /// Runs a C method's body: its result as a new reference, or NULL with the error (or a
@@ -399,6 +402,37 @@ mod tests {
                 let text = "yes".into_pyobject(py).unwrap().into_any();
                 let err = call(fast, 0, &[("copy", text)]).unwrap_err();
                 assert!(err.is_instance_of::<PyValueError>(py), "{err}");
+            }
+        });
+    }
+
+    #[test]
+    fn a_sycl_queue_on_a_cpu_tensor_is_the_stream_error_without_inviting_an_int() {
+        Python::attach(|py| {
+            // dpctl.SyclQueue's shape: a `backend` and a `_get_capsule` method.
+            let queue = py
+                .eval(
+                    c"type('SyclQueue', (), {'backend': 'level_zero', '_get_capsule': lambda s: None})()",
+                    None,
+                    None,
+                )
+                .unwrap();
+            for fast in [false, true] {
+                let err = call(fast, 0, &[("stream", queue.clone())]).unwrap_err();
+                assert!(err.is_instance_of::<PyValueError>(py), "{err}");
+                assert!(
+                    err.is_instance_of::<pyo3::exceptions::PyRuntimeError>(py),
+                    "{err}"
+                );
+                let message = err.value(py).to_string();
+                assert!(message.contains("is a SYCL queue"), "{message}");
+                assert!(message.contains("expected None"), "{message}");
+                assert!(!message.contains("int"), "{message}");
+                // Neither an int nor a queue: the TypeError names both.
+                let float = 1.5f64.into_pyobject(py).unwrap().into_any();
+                let err = call(fast, 0, &[("stream", float)]).unwrap_err();
+                assert!(err.is_instance_of::<PyTypeError>(py), "{err}");
+                assert!(err.to_string().contains("SYCL queue"), "{err}");
             }
         });
     }

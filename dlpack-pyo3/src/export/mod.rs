@@ -27,6 +27,8 @@ mod method;
 pub(crate) mod producers;
 
 pub use args::export_args;
+#[cfg(feature = "oneapi")]
+pub(crate) use args::{SYCL_QUEUE_CAPSULE, is_sycl_queue};
 pub use exporter::{Exporter, dlpack_device, to_capsule};
 pub use method::{PyExporter, dlpack_method};
 

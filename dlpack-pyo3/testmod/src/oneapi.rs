@@ -2,7 +2,15 @@
 //! Python, queues to name as `stream`, and the importer of `dlpack_pyo3::oneapi`, reporting what
 //! it received. Run by `dlpack-pyo3/tests/python-oneapi` through the real Level Zero loader and
 //! the workspace's test-support driver.
+//!
+//! It also stands in for the two functions of a SYCL runtime that `dlpack_pyo3` calls for a
+//! `dpctl.SyclQueue` given as `stream` (libsycl's `sycl::queue::getNative` and dpctl's
+//! `DPCTLQueue_GetBackend`), over queues of its own (`sycl_queue_ref`): `dlpack_pyo3` looks
+//! those functions up in the library that made the queue's capsule, which for these capsules
+//! is this module. Only the capsules made here reach the stand-ins.
 
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use dlpack_core::{DLPack, DataType, DeviceHooks, ManagedTensor};
@@ -182,11 +190,131 @@ fn oneapi_import_report<'py>(
     Ok(d)
 }
 
+/// A stand-in for a `sycl::queue`, behind the pointer of a `"SyclQueueRef"` capsule made by
+/// [`sycl_queue_ref`]: what [`sycl_queue_get_native`] and [`dpctl_queue_get_backend`] answer.
+struct SyclQueueStandIn {
+    /// The native handle: for Level Zero, a command list (or a command queue).
+    native: usize,
+    /// What `getNative` writes through its argument: 1 for an immediate command list.
+    immediate: i32,
+    /// A `DPCTLSyclBackendType` value.
+    backend: c_int,
+}
+
+/// The name dpctl gives its queue capsules.
+const QUEUE_CAPSULE: &std::ffi::CStr = c"SyclQueueRef";
+
+/// Calls of [`sycl_queue_get_native`] so far.
+static GET_NATIVE_CALLS: AtomicUsize = AtomicUsize::new(0);
+
+/// A `"SyclQueueRef"` capsule as `dpctl.SyclQueue._get_capsule()` returns one: a new queue
+/// (here a stand-in) that the capsule's destructor deletes, whose native Level Zero handle is
+/// `native` (an immediate command list, or with `immediate=False` a command queue) and whose
+/// backend is `backend` (`"level_zero"`, `"opencl"`, `"cuda"` or `"hip"`, dpctl's names).
+#[pyfunction]
+#[pyo3(signature = (native, backend="level_zero", immediate=true))]
+fn sycl_queue_ref<'py>(
+    py: Python<'py>,
+    native: usize,
+    backend: &str,
+    immediate: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    // `DPCTLSyclBackendType` (dpctl's `dpctl_sycl_enum_types.h`).
+    let backend = match backend {
+        "cuda" => 1 << 16,
+        "level_zero" => 1 << 17,
+        "opencl" => 1 << 18,
+        "hip" => 1 << 19,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "backend={backend:?}; expected \"level_zero\", \"opencl\", \"cuda\" or \"hip\""
+            )));
+        }
+    };
+    let queue = Box::into_raw(Box::new(SyclQueueStandIn {
+        native,
+        immediate: i32::from(immediate),
+        backend,
+    }));
+    // SAFETY: the thread is attached; `queue` is a live heap block that the destructor frees
+    // once, with the capsule.
+    let capsule = unsafe {
+        pyo3::ffi::PyCapsule_New(
+            queue.cast(),
+            QUEUE_CAPSULE.as_ptr(),
+            Some(delete_sycl_queue_ref),
+        )
+    };
+    if capsule.is_null() {
+        // SAFETY: the capsule was not made, so nothing else owns the block.
+        drop(unsafe { Box::from_raw(queue) });
+    }
+    // SAFETY: PyCapsule_New returns a new reference, or NULL with an exception set.
+    unsafe { Bound::from_owned_ptr_or_err(py, capsule) }
+}
+
+/// The destructor of [`sycl_queue_ref`]'s capsules: frees the stand-in.
+///
+/// # Safety
+/// Called by CPython only, once, for a capsule made by [`sycl_queue_ref`].
+unsafe extern "C" fn delete_sycl_queue_ref(capsule: *mut pyo3::ffi::PyObject) {
+    // SAFETY: a capsule of ours, under its own name (whatever it is now): GetName and
+    // GetPointer do not fail for it.
+    let queue =
+        unsafe { pyo3::ffi::PyCapsule_GetPointer(capsule, pyo3::ffi::PyCapsule_GetName(capsule)) };
+    if !queue.is_null() {
+        // SAFETY: the block `sycl_queue_ref` leaked for this capsule, freed only here.
+        drop(unsafe { Box::from_raw(queue.cast::<SyclQueueStandIn>()) });
+    }
+}
+
+/// The stand-in for libsycl's `sycl::_V1::queue::getNative(int &) const`: the native handle of
+/// a queue of [`sycl_queue_ref`], and whether it is an immediate command list.
+///
+/// # Safety
+/// `queue` is the pointer of a live capsule made by [`sycl_queue_ref`]; `immediate` points to
+/// a writable int.
+#[unsafe(export_name = "_ZNK4sycl3_V15queue9getNativeERi")]
+unsafe extern "C" fn sycl_queue_get_native(queue: *const c_void, immediate: *mut i32) -> usize {
+    GET_NATIVE_CALLS.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: caller's contract.
+    let queue = unsafe { &*queue.cast::<SyclQueueStandIn>() };
+    // SAFETY: caller's contract.
+    unsafe { immediate.write(queue.immediate) };
+    queue.native
+}
+
+/// The stand-in for dpctl's `DPCTLQueue_GetBackend`: the backend of a queue of
+/// [`sycl_queue_ref`].
+///
+/// # Safety
+/// `queue` is the pointer of a live capsule made by [`sycl_queue_ref`].
+#[unsafe(export_name = "DPCTLQueue_GetBackend")]
+unsafe extern "C" fn dpctl_queue_get_backend(queue: *const c_void) -> c_int {
+    // SAFETY: caller's contract.
+    unsafe { (*queue.cast::<SyclQueueStandIn>()).backend }
+}
+
+/// How many times `dlpack_pyo3` has asked [`sycl_queue_get_native`] for a native handle.
+#[pyfunction]
+fn sycl_get_native_calls() -> usize {
+    GET_NATIVE_CALLS.load(Ordering::SeqCst)
+}
+
+/// `dlpack_pyo3::oneapi::level_zero_command_list(queue)`, as an integer.
+#[pyfunction]
+fn sycl_command_list(queue: &Bound<'_, PyAny>) -> PyResult<usize> {
+    Ok(dlpack_pyo3::oneapi::level_zero_command_list(queue)?.addr())
+}
+
 /// Adds the oneAPI functions and the queue class to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(oneapi_driver_error, m)?)?;
     m.add_function(wrap_pyfunction!(oneapi_f32, m)?)?;
     m.add_function(wrap_pyfunction!(oneapi_import_report, m)?)?;
+    m.add_function(wrap_pyfunction!(sycl_queue_ref, m)?)?;
+    m.add_function(wrap_pyfunction!(sycl_get_native_calls, m)?)?;
+    m.add_function(wrap_pyfunction!(sycl_command_list, m)?)?;
     m.add_class::<OneApiQueue>()?;
     Ok(())
 }

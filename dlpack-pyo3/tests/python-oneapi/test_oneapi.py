@@ -103,7 +103,7 @@ def test_stream_values_of_a_oneapi_tensor(m):
     for stream in (1, 2, q.stream + 4096):
         with pytest.raises(ValueError, match="not the command list of a live queue"):
             t.__dlpack__(stream=stream)
-    # dpctl's convention (a SyclQueue object) is not an int.
+    # An object that is neither an int nor a SYCL queue (test_sycl_queue.py) is a TypeError.
     with pytest.raises(TypeError):
         t.__dlpack__(stream=object())
     q.synchronize()

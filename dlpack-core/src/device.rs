@@ -1,4 +1,6 @@
-//! Where a tensor's memory lives: [`DeviceType`] and [`Device`].
+//! Where a tensor's memory lives: [`DeviceType`] and [`Device`], the kind of memory a device
+//! runtime reports ([`MemoryKind`]), and the stream a consumer asks a producer to order its work
+//! on ([`StreamRequest`]).
 
 use core::fmt;
 
@@ -193,6 +195,83 @@ impl fmt::Display for Device {
     }
 }
 
+/// What kind of memory a pointer refers to, as the device runtime reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum MemoryKind {
+    /// Ordinary (pageable) host memory the runtime knows nothing special about.
+    Host,
+    /// Page-locked host memory allocated through the runtime (CUDA pinned, Level Zero host USM).
+    HostPinned,
+    /// Device memory: the host cannot read it directly.
+    Device,
+    /// Memory that migrates between host and device (CUDA managed, Level Zero shared USM).
+    Managed,
+}
+
+impl MemoryKind {
+    /// Whether the host can read and write this memory in place.
+    pub const fn is_host_accessible(self) -> bool {
+        !matches!(self, MemoryKind::Device)
+    }
+
+    /// Whether a tensor claiming `device_type` may describe memory of this kind:
+    /// `kDLCUDA`/`kDLROCM` device or managed memory, `kDLCUDAHost`/`kDLROCMHost` pinned host
+    /// memory, `kDLCUDAManaged` managed memory, `kDLOneAPI` any USM kind (device, host, shared),
+    /// `kDLCPU` host memory of any kind. Other device types: device memory.
+    pub const fn fits(self, device_type: DeviceType) -> bool {
+        use MemoryKind::*;
+        match device_type {
+            DeviceType::CPU => matches!(self, Host | HostPinned | Managed),
+            DeviceType::CUDA | DeviceType::ROCM => matches!(self, Device | Managed),
+            DeviceType::CUDA_HOST | DeviceType::ROCM_HOST => matches!(self, HostPinned),
+            DeviceType::CUDA_MANAGED => matches!(self, Managed),
+            DeviceType::ONEAPI => matches!(self, Device | HostPinned | Managed),
+            _ => matches!(self, Device),
+        }
+    }
+}
+
+impl fmt::Display for MemoryKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MemoryKind::Host => "pageable host memory",
+            MemoryKind::HostPinned => "pinned host memory",
+            MemoryKind::Device => "device memory",
+            MemoryKind::Managed => "managed (shared) memory",
+        })
+    }
+}
+
+/// The consumer's `stream` argument, interpreted by
+/// [`parse_stream`](crate::protocol::parse_stream) for the device the consumer will read the
+/// data on.
+///
+/// A producer hands a request other than [`NoSync`](Self::NoSync) to
+/// [`DeviceHooks::make_ready`](crate::DeviceHooks::make_ready), which makes its pending work on
+/// the tensor visible on that stream (event record, then stream wait) without blocking the host,
+/// unless [`ExportArgs::decide`](crate::protocol::ExportArgs::decide) says the host must wait
+/// ([`SyncAction::Host`](crate::protocol::SyncAction::Host): an export to the CPU, or pinned or
+/// managed memory asked for with `stream=None`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum StreamRequest {
+    /// `-1` on CUDA and ROCm, `None` on oneAPI: the producer must not synchronise; the consumer
+    /// orders the work itself.
+    NoSync,
+    /// `None` on CUDA and ROCm, `0` on ROCm: the device's default stream (on CUDA the legacy
+    /// default stream, the same as [`LegacyDefault`](Self::LegacyDefault)). On the CPU and other
+    /// devices without streams (where only `None` is accepted) it stands for the host's program
+    /// order: the data must be complete when `__dlpack__` returns.
+    Default,
+    /// CUDA `1`: the legacy default stream.
+    LegacyDefault,
+    /// CUDA `2`: the per-thread default stream.
+    PerThreadDefault,
+    /// A handle the consumer owns: a `cudaStream_t` (CUDA, `> 2`), a `hipStream_t` (ROCm, `> 2`)
+    /// or, on oneAPI, a SYCL queue or Level Zero handle the glue layer passes as an integer
+    /// (`> 0`).
+    Handle(usize),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -222,5 +301,20 @@ mod tests {
             Device::new(DeviceType(42), 3).to_string(),
             "device_type(42):3"
         );
+    }
+
+    #[test]
+    fn memory_kinds_fit_the_device_types_that_can_describe_them() {
+        assert!(MemoryKind::Device.fits(DeviceType::CUDA));
+        assert!(MemoryKind::Managed.fits(DeviceType::CUDA));
+        assert!(!MemoryKind::HostPinned.fits(DeviceType::CUDA));
+        assert!(!MemoryKind::Host.fits(DeviceType::CUDA));
+        assert!(MemoryKind::HostPinned.fits(DeviceType::CUDA_HOST));
+        assert!(!MemoryKind::Device.fits(DeviceType::CUDA_HOST));
+        assert!(MemoryKind::Managed.fits(DeviceType::CUDA_MANAGED));
+        assert!(!MemoryKind::Device.fits(DeviceType::CUDA_MANAGED));
+        assert!(MemoryKind::HostPinned.fits(DeviceType::ONEAPI));
+        assert!(!MemoryKind::Host.fits(DeviceType::ONEAPI));
+        assert!(!MemoryKind::Device.fits(DeviceType::CPU));
     }
 }

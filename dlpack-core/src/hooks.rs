@@ -7,58 +7,12 @@
 //! how to make a producer's work visible on a consumer's stream or queue, and how to copy
 //! between device and host. Host memory needs no hook.
 
-use core::fmt;
 use core::ops::Range;
 
-use crate::protocol::StreamRequest;
+use crate::device::StreamRequest;
 use crate::{Device, DeviceType, Error};
 
-/// What kind of memory a pointer refers to, as the device runtime reports it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum MemoryKind {
-    /// Ordinary (pageable) host memory the runtime knows nothing special about.
-    Host,
-    /// Page-locked host memory allocated through the runtime (CUDA pinned, Level Zero host USM).
-    HostPinned,
-    /// Device memory: the host cannot read it directly.
-    Device,
-    /// Memory that migrates between host and device (CUDA managed, Level Zero shared USM).
-    Managed,
-}
-
-impl MemoryKind {
-    /// Whether the host can read and write this memory in place.
-    pub const fn is_host_accessible(self) -> bool {
-        !matches!(self, MemoryKind::Device)
-    }
-
-    /// Whether a tensor claiming `device_type` may describe memory of this kind:
-    /// `kDLCUDA`/`kDLROCM` device or managed memory, `kDLCUDAHost`/`kDLROCMHost` pinned host
-    /// memory, `kDLCUDAManaged` managed memory, `kDLOneAPI` any USM kind (device, host, shared),
-    /// `kDLCPU` host memory of any kind. Other device types: device memory.
-    pub const fn fits(self, device_type: DeviceType) -> bool {
-        use MemoryKind::*;
-        match device_type {
-            DeviceType::CPU => matches!(self, Host | HostPinned | Managed),
-            DeviceType::CUDA | DeviceType::ROCM => matches!(self, Device | Managed),
-            DeviceType::CUDA_HOST | DeviceType::ROCM_HOST => matches!(self, HostPinned),
-            DeviceType::CUDA_MANAGED => matches!(self, Managed),
-            DeviceType::ONEAPI => matches!(self, Device | HostPinned | Managed),
-            _ => matches!(self, Device),
-        }
-    }
-}
-
-impl fmt::Display for MemoryKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            MemoryKind::Host => "pageable host memory",
-            MemoryKind::HostPinned => "pinned host memory",
-            MemoryKind::Device => "device memory",
-            MemoryKind::Managed => "managed (shared) memory",
-        })
-    }
-}
+pub use crate::device::MemoryKind;
 
 /// What a runtime reports about one pointer.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -167,25 +121,5 @@ pub unsafe trait DeviceHooks: Send + Sync {
     unsafe fn copy_from_host(&self, device: Device, src: &[u8], dst: usize) -> Result<(), Error> {
         let _ = (src, dst);
         Err(Error::NoHook { device })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn memory_kinds_fit_the_device_types_that_can_describe_them() {
-        assert!(MemoryKind::Device.fits(DeviceType::CUDA));
-        assert!(MemoryKind::Managed.fits(DeviceType::CUDA));
-        assert!(!MemoryKind::HostPinned.fits(DeviceType::CUDA));
-        assert!(!MemoryKind::Host.fits(DeviceType::CUDA));
-        assert!(MemoryKind::HostPinned.fits(DeviceType::CUDA_HOST));
-        assert!(!MemoryKind::Device.fits(DeviceType::CUDA_HOST));
-        assert!(MemoryKind::Managed.fits(DeviceType::CUDA_MANAGED));
-        assert!(!MemoryKind::Device.fits(DeviceType::CUDA_MANAGED));
-        assert!(MemoryKind::HostPinned.fits(DeviceType::ONEAPI));
-        assert!(!MemoryKind::Host.fits(DeviceType::ONEAPI));
-        assert!(!MemoryKind::Device.fits(DeviceType::CPU));
     }
 }

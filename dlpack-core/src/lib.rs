@@ -101,13 +101,13 @@ mod version;
 mod view;
 
 pub use buffer::{Buffer, Dims, ShapedBuffer, VecSlot, describe_buffer, give_buffer_vec};
-pub use device::{Device, DeviceType};
+pub use device::{Device, DeviceType, MemoryKind};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;
 pub use error::{Error, PyErrorKind, Refused};
 pub use export::{Export, ExportDesc};
 pub use flags::Flags;
-pub use hooks::{DeviceHooks, MemoryKind, PointerInfo};
+pub use hooks::{DeviceHooks, PointerInfo};
 pub use layout::{MAX_NDIM, Offsets};
 pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
 pub use transfer::{CopyMode, CopyReason, Transfer};

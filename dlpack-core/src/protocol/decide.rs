@@ -1,11 +1,12 @@
 //! Everything a producer's `__dlpack__` decides at once: [`ExportArgs::decide`].
 
-use crate::{Device, DeviceType, Error, MemoryKind, Version};
+use crate::device::{MemoryKind, StreamRequest};
+use crate::{Device, DeviceType, Error, Version};
 
 use super::plan::plan_export_of;
 #[cfg(doc)] // for the docs' links
 use super::plan_export;
-use super::{ExportPlan, ExportStruct, StreamRequest, choose_struct, parse_stream};
+use super::{ExportPlan, ExportStruct, choose_struct, parse_stream};
 
 /// What the producer must wait for before returning the capsule, from [`ExportArgs::decide`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

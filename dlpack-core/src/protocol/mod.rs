@@ -44,10 +44,11 @@ mod decide;
 mod plan;
 mod stream;
 
+pub use crate::device::StreamRequest;
 pub use capsule::{CONSUMER_MAX_VERSION, ExportStruct, accept_capsule_name, choose_struct};
 pub use decide::{ExportArgs, ExportDecision, SyncAction};
 pub use plan::{ExportPlan, plan_export};
-pub use stream::{StreamRequest, parse_stream};
+pub use stream::parse_stream;
 
 #[cfg(doc)] // for the docs' links
 use crate::{Device, Version};

@@ -1,40 +1,11 @@
 //! What the consumer's `stream` means: [`parse_stream`].
 
+use crate::device::StreamRequest;
 use crate::{Device, DeviceType, Error};
 
 use super::value_error;
-#[cfg(doc)] // for the docs' links
-use super::{ExportArgs, SyncAction};
 #[cfg(doc)]
 use crate::PyErrorKind;
-
-/// The consumer's `stream` argument, interpreted by [`parse_stream`] for the device the consumer
-/// will read the data on.
-///
-/// A producer hands a request other than [`NoSync`](Self::NoSync) to
-/// [`DeviceHooks::make_ready`](crate::DeviceHooks::make_ready), which makes its pending work on
-/// the tensor visible on that stream (event record, then stream wait) without blocking the host,
-/// unless [`ExportArgs::decide`] says the host must wait ([`SyncAction::Host`]: an export to the
-/// CPU, or pinned or managed memory asked for with `stream=None`).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub enum StreamRequest {
-    /// `-1` on CUDA and ROCm, `None` on oneAPI: the producer must not synchronise; the consumer
-    /// orders the work itself.
-    NoSync,
-    /// `None` on CUDA and ROCm, `0` on ROCm: the device's default stream (on CUDA the legacy
-    /// default stream, the same as [`LegacyDefault`](Self::LegacyDefault)). On the CPU and other
-    /// devices without streams (where only `None` is accepted) it stands for the host's program
-    /// order: the data must be complete when `__dlpack__` returns.
-    Default,
-    /// CUDA `1`: the legacy default stream.
-    LegacyDefault,
-    /// CUDA `2`: the per-thread default stream.
-    PerThreadDefault,
-    /// A handle the consumer owns: a `cudaStream_t` (CUDA, `> 2`), a `hipStream_t` (ROCm, `> 2`)
-    /// or, on oneAPI, a SYCL queue or Level Zero handle the glue layer passes as an integer
-    /// (`> 0`).
-    Handle(usize),
-}
 
 /// Interprets the consumer's `stream` for `device`, the device the consumer will read the data
 /// on: `dl_device` when given, else the tensor's own device. (The standard says that with an

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use dlpack_bench::{SharedOurs, dlpark_shared};
 use dlpack_core::ManagedTensor;
 use dlpack_core::ffi::DLManagedTensorVersioned;
-use dlpack_ndarray::{AsArray, IntoDLPack};
+use dlpack_ndarray::{into_dlpack, view};
 use dlpark::{TryFromDlpack, allocation::dynamic, versioned};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
@@ -47,7 +47,7 @@ struct State {
 fn view_import(s: &mut State) {
     // SAFETY: `s.ours` is a live tensor owned here (handed back by `into_raw` each time).
     let t = unsafe { ManagedTensor::from_raw(black_box(s.ours)) }.unwrap();
-    black_box(t.as_array_view::<f32, IxDyn>().unwrap().first());
+    black_box(view::<f32, IxDyn>(&t).unwrap().first());
     s.ours = t.into_raw().unwrap();
 }
 
@@ -133,8 +133,8 @@ fn main() -> Result<(), String> {
     let mut state = State {
         shared: Arc::new(vec![1.0f32; 4]),
         vec: vec![1.0f32; 4],
-        ours: array()
-            .into_dlpack()
+        ours: into_dlpack(array())
+            .map_err(|refused| refused.error)
             .and_then(ManagedTensor::into_raw)
             .map_err(|e| e.to_string())?,
         // SAFETY: dlpark's ndarray conversion filled in every field.

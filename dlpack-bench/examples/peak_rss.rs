@@ -9,7 +9,7 @@
 use std::hint::black_box;
 
 use dlpack_core::ManagedTensor;
-use dlpack_ndarray::{AsArray, IntoDLPack};
+use dlpack_ndarray::{into_dlpack, view};
 use dlpark::{TryFromDlpack, allocation::dynamic, ffi::DLManagedTensorVersioned, versioned};
 use ndarray::{Array1, ArrayViewD, Ix1};
 
@@ -39,14 +39,13 @@ fn ours_vec(vec: &mut Vec<f32>) {
 
 /// Workspace: a new `Array1<f32>` moved in, imported, viewed and dropped (freed).
 fn ours_array() {
-    let raw = Array1::<f32>::ones(4)
-        .into_dlpack()
+    let raw = into_dlpack(Array1::<f32>::ones(4))
         .unwrap()
         .into_raw()
         .unwrap();
     // SAFETY: `raw` was just exported and is owned here.
     let t = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
-    black_box(t.as_array_view::<f32, Ix1>().unwrap()[0]);
+    black_box(view::<f32, Ix1>(&t).unwrap()[0]);
 }
 
 /// dlpark: the same with its ndarray adapter.

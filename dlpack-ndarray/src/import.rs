@@ -433,7 +433,6 @@ pub fn view_mut<T: Element, D: Dimension>(
 /// that code outside Rust may write is copied, then checked.
 ///
 /// ```
-/// use dlpack_core::ManagedTensor;
 /// use dlpack_ndarray::to_owned;
 /// use ndarray::{Array2, array};
 ///
@@ -464,7 +463,7 @@ pub fn to_owned<T: Element, D: Dimension>(tensor: &CheckedTensor) -> Result<Arra
 ///   other clone shares its memory; when one does, that is a copy,
 ///   [`Transfer::Copied`]`(`[`CopyReason::NotOwned`]`)`;
 /// - a compact row-major CPU tensor whose producer owns its elements as a `Vec` (a `Vec` or
-///   `Box<[T]>` export, a standard-layout ndarray or nalgebra export) hands that `Vec` over
+///   `Box<[T]>` export, a `#[derive(DLPack)]` struct over a `Vec`, ...) hands that `Vec` over
 ///   ([`ManagedTensor::into_vec`]): [`Transfer::Moved`];
 /// - anything else is copied into a new standard-layout array: [`CopyReason::Layout`] for a
 ///   tensor that is not compact row-major, [`CopyReason::NotOwned`] for one whose producer does
@@ -474,9 +473,9 @@ pub fn to_owned<T: Element, D: Dimension>(tensor: &CheckedTensor) -> Result<Arra
 /// copies even a tensor that could be taken over ([`CopyReason::Requested`]).
 ///
 /// ```
-/// use dlpack_core::{CopyMode, CopyReason, Error, ManagedTensor, Transfer};
-/// use dlpack_ndarray::{into_dlpack, into_owned};
-/// use ndarray::{Array2, ArrayD, ShapeBuilder, array};
+/// use dlpack_core::{CopyMode, CopyReason, Error, Transfer};
+/// use dlpack_ndarray::{export_view, into_dlpack, into_owned};
+/// use ndarray::{Array2, ShapeBuilder, array};
 ///
 /// // An array exported by this crate comes back as itself, Fortran layout and all.
 /// let a = Array2::<f32>::ones((3, 4).f());
@@ -484,11 +483,11 @@ pub fn to_owned<T: Element, D: Dimension>(tensor: &CheckedTensor) -> Result<Arra
 /// let (back, transfer) = into_owned::<f32, ndarray::IxDyn>(into_dlpack(a)?, CopyMode::Never)?;
 /// assert_eq!((back.as_ptr(), back.strides(), transfer), (address, &[1, 3][..], Transfer::Reclaimed));
 ///
-/// // A transposed view of a Vec cannot be taken over: copied, or refused under `Never`,
-/// // which gives the tensor back.
+/// // A transposed view lent by another array cannot be taken over: copied, or refused under
+/// // `Never`, which gives the tensor back.
 /// let v = array![[1u8, 2], [3, 4]];
-/// // SAFETY: the tensor is dropped at the end of this statement's scope, before `v`.
-/// let tensor = unsafe { dlpack_ndarray::export_view(&v.t())? };
+/// // SAFETY: the tensor is dropped (by the copy below) before `v`, which nobody writes.
+/// let tensor = unsafe { export_view(&v.t())? };
 /// let refused = into_owned::<u8, ndarray::Ix2>(tensor, CopyMode::Never).unwrap_err();
 /// assert_eq!(refused.error, Error::CopyRefused { reason: CopyReason::Layout });
 /// let (copy, transfer) = into_owned::<u8, ndarray::Ix2>(refused.value, CopyMode::IfNeeded)?;

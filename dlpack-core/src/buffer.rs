@@ -14,7 +14,7 @@
 use core::ops::Range;
 use std::sync::Arc;
 
-use crate::{CheckedTensor, Device, Element, Error, Export, ExportDesc, Flags};
+use crate::{CheckedTensor, Device, Element, Error, Export, ExportDesc, Flags, VecSlot};
 
 /// A run of initialised elements in one allocation, on some device.
 ///
@@ -403,82 +403,6 @@ pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any)
     }
     if let Some(vec) = buffer.take_vec() {
         slot.fill(vec);
-    }
-}
-
-/// What [`ManagedTensor::into_vec`](crate::ManagedTensor::into_vec) asks a producer for through
-/// [`Export::give_vec`] (as `&mut dyn Any`): a `Vec<T>` that starts at the tensor's first
-/// element, whose first [`VecSlot::len`] elements are the tensor, with little room to spare.
-///
-/// A producer checks [`VecSlot::takes`] with its `Vec`'s start and capacity *before* giving
-/// the `Vec` up, and keeps it when the answer is no: a tensor that starts inside its `Vec` (a
-/// producer that describes a byte offset, say) is not the `Vec`, and a tensor that is a small
-/// part of a large `Vec` (the first row of a large matrix, say) is then copied by the consumer,
-/// instead of the consumer keeping the whole allocation alive for a few elements.
-///
-/// ```
-/// use dlpack_core::ManagedTensor;
-///
-/// let mut big = Vec::with_capacity(1_000_000);
-/// big.extend([1.0f64, 2.0]);
-/// // Two elements in a million-element allocation: not handed over.
-/// let t = ManagedTensor::export(big)?;
-/// let t = t.into_vec::<f64>().unwrap_err();
-/// assert_eq!(t.to_vec::<f64>()?, [1.0, 2.0]); // copy instead
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-#[derive(Debug)]
-pub struct VecSlot<T> {
-    first: usize,
-    len: usize,
-    vec: Option<Vec<T>>,
-}
-
-impl<T> VecSlot<T> {
-    /// An empty slot for a tensor of `len` elements whose first element is at `first`.
-    pub fn new(first: *const T, len: usize) -> Self {
-        VecSlot {
-            first: first.addr(),
-            len,
-            vec: None,
-        }
-    }
-
-    /// The number of elements the tensor has: the `Vec`'s first `len` elements are the tensor.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the tensor has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// Whether a `Vec` whose elements start at `start`, with this capacity, is taken: when it
-    /// starts at the tensor's first element (any `Vec` will do for a tensor without elements)
-    /// and the room it has beyond the tensor's elements is at most the tensor's own size, or
-    /// less than 4 KiB. (A `Vec` grown by `push` has up to twice the room its elements need, so
-    /// every such `Vec` is taken whole.)
-    pub fn takes(&self, start: *const T, capacity: usize) -> bool {
-        if self.len > 0 && start.addr() != self.first {
-            return false;
-        }
-        let spare = capacity.saturating_sub(self.len);
-        let element = core::mem::size_of::<T>().max(1);
-        spare <= self.len || spare.saturating_mul(element) < 4096
-    }
-
-    /// Puts the producer's `Vec` in the slot. Give only a `Vec` that [`VecSlot::takes`] (one it
-    /// does not take is refused by [`ManagedTensor::into_vec`](crate::ManagedTensor::into_vec)
-    /// after all, or cut and shrunk), whose first [`VecSlot::len`] elements are the tensor's,
-    /// in row-major order.
-    pub fn fill(&mut self, vec: Vec<T>) {
-        self.vec = Some(vec);
-    }
-
-    /// The `Vec` given, if any, leaving the slot empty.
-    pub fn take(&mut self) -> Option<Vec<T>> {
-        self.vec.take()
     }
 }
 

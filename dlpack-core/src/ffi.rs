@@ -15,10 +15,10 @@
 use core::ffi::{c_char, c_int, c_void};
 use core::mem::{offset_of, size_of};
 
-/// `DLPACK_MAJOR_VERSION`.
-pub const DLPACK_MAJOR_VERSION: u32 = 1;
-/// `DLPACK_MINOR_VERSION`.
-pub const DLPACK_MINOR_VERSION: u32 = 3;
+/// `DLPACK_MAJOR_VERSION`: 1, the major of [`Version::CURRENT`](crate::Version::CURRENT).
+pub const DLPACK_MAJOR_VERSION: u32 = crate::Version::CURRENT.major;
+/// `DLPACK_MINOR_VERSION`: 3, the minor of [`Version::CURRENT`](crate::Version::CURRENT).
+pub const DLPACK_MINOR_VERSION: u32 = crate::Version::CURRENT.minor;
 
 /// `DLPACK_FLAG_BITMASK_READ_ONLY`.
 pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;

@@ -100,12 +100,12 @@ mod valid;
 mod version;
 mod view;
 
-pub use buffer::{Buffer, Dims, ShapedBuffer, VecSlot, describe_buffer, give_buffer_vec};
+pub use buffer::{Buffer, Dims, ShapedBuffer, describe_buffer, give_buffer_vec};
 pub use device::{Device, DeviceType, MemoryKind};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;
 pub use error::{Error, PyErrorKind, Refused};
-pub use export::{Export, ExportDesc};
+pub use export::{Export, ExportDesc, VecSlot};
 pub use flags::Flags;
 pub use hooks::{DeviceHooks, PointerInfo};
 pub use layout::{MAX_NDIM, Offsets};

@@ -22,10 +22,7 @@ pub struct Version {
 
 impl Version {
     /// The version this crate implements: 1.3 (`DLPACK_MAJOR_VERSION`.`DLPACK_MINOR_VERSION`).
-    pub const CURRENT: Version = Version::new(
-        crate::ffi::DLPACK_MAJOR_VERSION,
-        crate::ffi::DLPACK_MINOR_VERSION,
-    );
+    pub const CURRENT: Version = Version::new(1, 3);
 
     /// A version from its parts.
     pub const fn new(major: u32, minor: u32) -> Self {

@@ -421,15 +421,16 @@ unsafe fn give_vec<H: Header, P: Export>(block: *mut u8, slot: &mut dyn Any) {
     unsafe { Export::give_vec(&mut *(*typed).producer, slot) }
 }
 
-/// Asks the producer of `header`, a live block made by [`export`], for its `Vec`. If the slot
-/// is filled, the producer's memory is no longer in use: the caller must delete the block and
-/// use neither the tensor's data nor its producer again.
+/// Asks the producer of `header`, a live block made by [`export`], for its `Vec`
+/// ([`Export::give_vec`], through the block's vtable). If the slot is filled, the producer's
+/// memory is no longer in use: the caller must delete the block and use neither the tensor's
+/// data nor its producer again.
 ///
 /// # Safety
 /// `header` is the header of a live block made by [`export`] with header type `H` (the caller
 /// checked [`is_ours`] on its `manager_ctx`), which the caller holds exclusively and does not
 /// read the data of while this runs.
-pub(crate) unsafe fn take_vec<H: Header>(header: NonNull<H>, slot: &mut dyn Any) {
+pub(crate) unsafe fn give_vec_of_block<H: Header>(header: NonNull<H>, slot: &mut dyn Any) {
     let prefix = header.as_ptr().cast::<Prefix<H>>();
     // SAFETY: the caller guarantees this is one of our blocks, which starts with a Prefix<H>.
     let vtable = unsafe { (*prefix).vtable };

@@ -273,6 +273,6 @@ unsafe impl Export for ManagedTensor {
     fn give_vec(&mut self, slot: &mut dyn core::any::Any) {
         // A wrapped tensor of ours passes the request on; the wrapper describes the same
         // layout, so the producer's promise covers it too.
-        self.ask_for_vec(slot);
+        self.request_give_vec(slot);
     }
 }

@@ -106,7 +106,7 @@ impl ManagedTensor {
             .wrapping_add(self.byte_offset() as usize)
             .cast::<T>();
         let mut slot = crate::VecSlot::<T>::new(first, self.len());
-        self.ask_for_vec(&mut slot);
+        self.request_give_vec(&mut slot);
         match slot.take() {
             Some(mut v) => {
                 // Exactly the tensor's elements: the tensor is the Vec or its first elements
@@ -192,9 +192,10 @@ impl ManagedTensor {
         }
     }
 
-    /// Asks the producer of a tensor this crate exported for its `Vec` ([`Export::give_vec`]).
-    /// Once the slot is filled, the data must not be read again: only deleting is left.
-    pub(super) fn ask_for_vec(&mut self, slot: &mut dyn core::any::Any) {
+    /// Asks the producer of a tensor this crate exported for its `Vec` ([`Export::give_vec`]),
+    /// when the memory may be owned. Once the slot is filled, the data must not be read again:
+    /// only deleting is left.
+    pub(super) fn request_give_vec(&mut self, slot: &mut dyn core::any::Any) {
         if self.restricted() || !self.checked.can_be_owned() {
             // Made read-only by this owner (others may still be reading the memory), written by
             // others, or holding bytes that are no `bool`.
@@ -206,11 +207,11 @@ impl ManagedTensor {
         match self.raw {
             // SAFETY: see above.
             Raw::Versioned(p) if export::is_ours(unsafe { p.as_ref().manager_ctx }) => unsafe {
-                export::take_vec::<DLManagedTensorVersioned>(p, slot)
+                export::give_vec_of_block::<DLManagedTensorVersioned>(p, slot)
             },
             // SAFETY: see above.
             Raw::Legacy(p) if export::is_ours(unsafe { p.as_ref().manager_ctx }) => unsafe {
-                export::take_vec::<DLManagedTensor>(p, slot)
+                export::give_vec_of_block::<DLManagedTensor>(p, slot)
             },
             _ => {}
         }

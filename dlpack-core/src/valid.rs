@@ -30,10 +30,10 @@ use crate::layout::{Offsets, is_row_major, row_major_position, strides_are_disjo
 use crate::{Element, Error};
 
 /// The most element reads spent checking a layout whose indices still share elements after
-/// exact merging, or that merging cannot show to reach each element once (2^30: about three
-/// seconds on the development VM, measured for strides [3, 2] over [2^15, 2^15]); a layout
-/// needing more is refused with [`Error::IrregularOverlap`]. Each `bool` view (and `to_vec`)
-/// makes the check again.
+/// exact merging, or that merging cannot show to reach each element once: 2^30, seconds of
+/// work, where a walk over the indices of such a layout need not finish. A layout needing more
+/// is refused with [`Error::IrregularOverlap`]. Each `bool` view (and `to_vec`) makes the check
+/// again.
 pub(crate) const IRREGULAR_CHECK_LIMIT: u64 = 1 << 30;
 
 /// One node of a merge tree: an axis of the tensor, or two progressions merged.

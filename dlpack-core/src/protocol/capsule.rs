@@ -43,8 +43,8 @@ impl ExportStruct {
 ///
 /// - `None`: the consumer predates `max_version` and knows only the legacy struct:
 ///   [`ExportStruct::Legacy`]. (The standard allows a producer to refuse this with
-///   `BufferError` from March 2025; this crate keeps serving it, since old consumers are still
-///   common and the legacy struct loses nothing but the flags.)
+///   `BufferError`; this crate keeps serving it, since old consumers are still common and the
+///   legacy struct loses nothing but the flags.)
 /// - major `0`: [`ExportStruct::Legacy`].
 /// - major `>= 1`: [`ExportStruct::Versioned`], carrying [`Version::CURRENT`] (1.3) whatever
 ///   minor was asked: minors are ABI-compatible additions. A consumer that announces a newer

@@ -82,7 +82,7 @@ impl ExportArgs {
     pub fn decide(&self, tensor_device: Device) -> Result<ExportDecision, Error> {
         // The common call (`np.from_dlpack(x)` on a host tensor, say): nothing asked but the
         // struct, on a device without streams. The general path below gives the same decision
-        // (a test compares the two for every device type), at a fifth of the cost.
+        // (a test compares the two for every device type), after parsing what was not asked.
         if self.stream.is_none()
             && self.dl_device.is_none()
             && self.copy.is_none()
@@ -104,7 +104,7 @@ impl ExportArgs {
     /// ([`DeviceHooks::resolve`](crate::DeviceHooks::resolve) reported `memory`): memory the
     /// host can read on a device type that does not say so (oneAPI host and shared USM) is then
     /// relabelled to the CPU without a copy, as pinned and managed memory are, and `copy=False`
-    /// is served; device memory is copied as before.
+    /// is served; device memory is copied, as [`ExportArgs::decide`] plans.
     ///
     /// ```
     /// use dlpack_core::protocol::{ExportArgs, ExportPlan};

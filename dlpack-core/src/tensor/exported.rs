@@ -126,10 +126,10 @@ impl ManagedTensor {
     ///
     /// These are the import path's checks ([`ManagedTensor::from_raw`]) less the two that
     /// cannot fail here: the block's version is this crate's, and a legacy block of ours is
-    /// writable. Validating inline, in one function with the export, rather than through
-    /// `from_raw` and a second `Result` makes an export and its drop about twice as fast
-    /// (`docs/benchmarks.md`). The common case is answered by [`CheckedTensor::new_fast`]; the
-    /// rest goes to the out-of-line [`ManagedTensor::adopt_slow`].
+    /// writable. They run inline, in one function with the export, and build the owner right in
+    /// the result, with no second `Result` in between: the export path is hot. The common case
+    /// is answered by [`CheckedTensor::new_fast`]; the rest goes to the out-of-line
+    /// [`ManagedTensor::adopt_slow`].
     ///
     /// # Safety
     /// `raw` is a live block made by `export::export::<H, P>`, owned by the caller and by no one
@@ -258,7 +258,7 @@ unsafe impl Export for ManagedTensor {
             .is_err()
         {
             // Writing such an element would rewrite this owner's layout behind its back (a
-            // foreign tensor may lie over its own shape array: bad input #62).
+            // foreign tensor may lie over its own shape array).
             flags |= Flags::READ_ONLY;
         }
         crate::ExportDesc {

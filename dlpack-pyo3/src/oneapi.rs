@@ -145,9 +145,11 @@
 //! No Intel GPU and no SYCL runtime were available when this module was written. It runs in
 //! the workspace's tests through the real Level Zero loader with the workspace's test-support
 //! driver (dlpack-pyo3/tests/python-oneapi); dpctl, dpnp and PyTorch XPU themselves have not
-//! exchanged tensors with it, and [`level_zero_command_list`] has read queues only from the
-//! test module's stand-in for libsycl's `sycl::queue::getNative` and dpctl's
-//! `DPCTLQueue_GetBackend`.
+//! exchanged tensors with it. [`level_zero_command_list`] has met real dpctl queues (dpctl
+//! 0.22.1 on the OpenCL CPU device of `intel-opencl-rt`) only on OpenCL, which it refuses
+//! from the queue and, through dpctl's own `DPCTLQueue_GetBackend`, from its capsule; it
+//! has read Level Zero command lists only from the test module's stand-in for libsycl's
+//! `sycl::queue::getNative`.
 
 pub(crate) mod sycl;
 

@@ -4,8 +4,8 @@
 //! Run: `cargo bench -p dlpack-nalgebra --bench roundtrip`
 
 use divan::{Bencher, black_box};
-use dlpack_core::ManagedTensor;
-use nalgebra::DMatrix;
+use dlpack_core::{CopyMode, ManagedTensor};
+use nalgebra::{DMatrix, DMatrixView};
 
 fn main() {
     divan::main();
@@ -20,33 +20,36 @@ fn side(size: &str) -> usize {
     }
 }
 
-/// One full round trip: export the matrix (it moves into the tensor), hand it out as a raw
-/// `DLManagedTensorVersioned*`, import it (validation), make a core typed view and a nalgebra
-/// `DMatrixView` of it, read one element, then reclaim the `DMatrix`.
+/// One full round trip: export the matrix (`into_dlpack`: it moves into the tensor), hand it out
+/// as a raw `DLManagedTensorVersioned*`, import it (validation), make a nalgebra `DMatrixView`
+/// of it (`view`: core's typed view, then the layout check), read one element, then take the
+/// `DMatrix` back (`into_owned`, which reclaims it).
 #[divan::bench(args = ["1 KiB", "1 GiB"], sample_count = 200, sample_size = 1000)]
 fn round_trip(bencher: Bencher, size: &str) {
     let side = side(size);
     let mut matrix = DMatrix::<f32>::from_element(side, side, 1.0);
     bencher.bench_local(|| {
         let m = std::mem::take(&mut matrix);
-        let raw = dlpack_nalgebra::export(m).unwrap().into_raw().unwrap();
+        let raw = dlpack_nalgebra::into_dlpack(m).unwrap().into_raw().unwrap();
         // SAFETY: `raw` was just exported and is owned here.
         let tensor = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
-        let view = dlpack_nalgebra::dmatrix_view(tensor.view::<f32>().unwrap()).unwrap();
+        let view = dlpack_nalgebra::view::<DMatrixView<'_, f32>>(&tensor).unwrap();
         black_box(view[(side - 1, side - 1)]);
-        matrix = dlpack_nalgebra::into_dmatrix(tensor).unwrap();
+        matrix = dlpack_nalgebra::into_owned(tensor, CopyMode::IfNeeded)
+            .unwrap()
+            .0;
     });
 }
 
-/// The view alone, on a tensor exported once: core's typed view (dtype, device and alignment
-/// checks), the nalgebra `DMatrixView` (layout check), and one element read.
+/// The view alone, on a tensor exported once: `view` (core's typed view with its dtype, device
+/// and alignment checks, then the layout check), and one element read.
 #[divan::bench(args = ["1 KiB", "1 GiB"], sample_count = 200, sample_size = 1000)]
 fn view_only(bencher: Bencher, size: &str) {
     let side = side(size);
-    let tensor = dlpack_nalgebra::export(DMatrix::<f32>::from_element(side, side, 1.0)).unwrap();
+    let tensor =
+        dlpack_nalgebra::into_dlpack(DMatrix::<f32>::from_element(side, side, 1.0)).unwrap();
     bencher.bench_local(|| {
-        let view =
-            dlpack_nalgebra::dmatrix_view(black_box(&tensor).view::<f32>().unwrap()).unwrap();
+        let view = dlpack_nalgebra::view::<DMatrixView<'_, f32>>(black_box(&tensor)).unwrap();
         black_box(view[(side - 1, side - 1)]);
     });
 }

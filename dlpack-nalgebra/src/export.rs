@@ -1,6 +1,6 @@
 //! Export: nalgebra matrices as DLPack tensors.
 //!
-//! An owned matrix moves into the managed tensor inside a [`MatrixProducer`] (or, for an
+//! An owned matrix moves into the managed tensor ([`into_dlpack`]) inside a [`MatrixProducer`] (or, for an
 //! `SMatrix`, an [`SMatrixProducer`]): one allocation for the tensor's header, none for the
 //! data, which stays where nalgebra put it (a `DMatrix`'s or `DVector`'s `Vec`; an `SMatrix`'s
 //! inline array is moved to the heap once). The tensor is writable, since it is the only
@@ -9,7 +9,7 @@
 //! count is the type-level `U1`: `DVector`, `SVector`) becomes a 1-d tensor of shape `[r]`.
 //!
 //! A borrowed view cannot move into a tensor, which has no lifetime: [`export_view`] and
-//! [`export_view_mut`] are `unsafe` and say what the caller must guarantee, and [`export_copy`]
+//! [`export_view_mut`] are `unsafe` and say what the caller must guarantee, and [`to_dlpack`]
 //! copies any matrix or view into a fresh one.
 
 use core::any::Any;
@@ -17,15 +17,17 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::mem::size_of;
 
-use dlpack_core::{Element, Error, Export, ExportDesc, ManagedTensor};
+use crate::OwnedMatrix;
+use dlpack_core::{Element, Error, Export, ExportDesc, ManagedTensor, Refused};
 use nalgebra::{
     Const, DMatrix, DVector, Dim, Dyn, Matrix, RawStorage, RawStorageMut, SMatrix, Scalar, U1,
     VecStorage, ViewStorage, ViewStorageMut,
 };
 
 /// An owned, heap-allocated nalgebra matrix inside a DLPack tensor: the producer type that
-/// [`export`] moves a `DMatrix`, `DVector`, `RowDVector`, `Matrix3xX`, ... (any matrix with a
-/// `VecStorage`) into, and that [`ManagedTensor::reclaim`] gives back. [`DMatrixProducer`] and
+/// [`into_dlpack`] moves a `DMatrix`, `DVector`, `RowDVector`, `Matrix3xX`, ... (any matrix with a
+/// `VecStorage`) into, and that [`ManagedTensor::reclaim`] gives back (as
+/// [`into_owned`](crate::into_owned) does). [`DMatrixProducer`] and
 /// [`DVectorProducer`] name the common ones; [`SMatrixProducer`] is the one for `SMatrix`.
 ///
 /// ```
@@ -53,7 +55,12 @@ pub type DMatrixProducer<T> = MatrixProducer<T, Dyn, Dyn>;
 pub type DVectorProducer<T> = MatrixProducer<T, Dyn, U1>;
 
 impl<T, R: Dim, C: Dim> MatrixProducer<T, R, C> {
-    /// Wraps a matrix for export.
+    /// Wraps a matrix for export, for [`ManagedTensor::export_legacy`] say ([`into_dlpack`]
+    /// makes one itself).
+    ///
+    /// [`into_dlpack`] first refuses an empty matrix with more than `i64::MAX` rows or columns,
+    /// which no DLPack shape holds; exported directly, the producer of one describes
+    /// `i64::MAX` of them (still no element).
     pub fn new(matrix: Matrix<T, R, C, VecStorage<T, R, C>>) -> Self {
         MatrixProducer { matrix }
     }
@@ -81,8 +88,8 @@ where
     }
 }
 
-/// An `SMatrix` (or `SVector`) inside a DLPack tensor: the producer type [`export`] moves it
-/// into and [`ManagedTensor::reclaim`] gives back.
+/// An `SMatrix` (or `SVector`) inside a DLPack tensor: the producer type [`into_dlpack`] moves
+/// it into and [`ManagedTensor::reclaim`] gives back.
 ///
 /// The elements are moved to the heap (one allocation of `R * C` elements) rather than kept
 /// inside the producer: dlpack-core borrows a producer mutably when a consumer asks it for a
@@ -94,7 +101,7 @@ where
 /// use nalgebra::Matrix2;
 ///
 /// let m = Matrix2::new(1.0f64, 2.0, 3.0, 4.0);
-/// let tensor = dlpack_nalgebra::export(m)?;
+/// let tensor = dlpack_nalgebra::into_dlpack(m)?;
 /// let back = tensor.reclaim::<SMatrixProducer<f64, 2, 2>>().expect("a Matrix2<f64> export");
 /// assert_eq!(back.into_inner(), m);
 /// # Ok::<(), dlpack_core::Error>(())
@@ -104,7 +111,9 @@ pub struct SMatrixProducer<T, const R: usize, const C: usize> {
 }
 
 impl<T, const R: usize, const C: usize> SMatrixProducer<T, R, C> {
-    /// Moves a matrix to the heap for export.
+    /// Moves a matrix to the heap for export, for [`ManagedTensor::export_legacy`] say
+    /// ([`into_dlpack`] makes one itself). As for [`MatrixProducer::new`], only
+    /// [`into_dlpack`] refuses an empty `SMatrix<T, 0, C>` with more than `i64::MAX` columns.
     pub fn new(matrix: SMatrix<T, R, C>) -> Self {
         SMatrixProducer {
             matrix: Box::new(matrix),
@@ -131,50 +140,44 @@ impl<T: Scalar, const R: usize, const C: usize> fmt::Debug for SMatrixProducer<T
     }
 }
 
-/// An owned nalgebra matrix that [`export`] can move into a tensor, and the producer type it
-/// moves into.
-///
-/// Implemented for every matrix with a `VecStorage` ([`MatrixProducer`]) and for `SMatrix`
-/// ([`SMatrixProducer`]).
-pub trait OwnedMatrix {
-    /// The producer the matrix moves into; [`ManagedTensor::reclaim`] with this type gives the
-    /// matrix back.
-    type Producer: Export;
-
-    /// Wraps the matrix in its producer.
-    fn into_producer(self) -> Self::Producer;
-}
-
-impl<T, R, C> OwnedMatrix for Matrix<T, R, C, VecStorage<T, R, C>>
-where
-    T: Element,
-    R: Dim,
-    C: Dim,
-    VecStorage<T, R, C>: RawStorageMut<T, R, C> + Default,
-{
-    type Producer = MatrixProducer<T, R, C>;
-    fn into_producer(self) -> Self::Producer {
-        MatrixProducer::new(self)
-    }
-}
-
-impl<T: Element, const R: usize, const C: usize> OwnedMatrix for SMatrix<T, R, C> {
-    type Producer = SMatrixProducer<T, R, C>;
-    fn into_producer(self) -> Self::Producer {
-        SMatrixProducer::new(self)
-    }
-}
-
 /// The number of DLPack dimensions of a matrix type: 1 for column vectors (the column count is
 /// the type-level `U1`), 2 otherwise.
-fn ndim_of<C: Dim>() -> usize {
+pub(crate) fn ndim_of<C: Dim>() -> usize {
     if C::is::<U1>() { 1 } else { 2 }
 }
 
-/// A `usize` as a DLPack `i64`; `i64::MAX` (which export refuses as an overflow) if it does not
-/// fit. Sizes and strides of real allocations always fit.
+/// A `usize` as a DLPack `i64`; `i64::MAX` if it does not fit, which [`fits_dlpack`] refuses
+/// before the exports of this crate make a producer.
 fn to_i64(value: usize) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// Refuses a shape or strides that DLPack's `i64` cannot hold: only an empty matrix can have
+/// them (nalgebra makes a `usize::MAX x 0` one without memory), since the elements of any other
+/// fit in memory. Checked before a producer is made rather than in its [`Export::check`], which
+/// would cost every export more than the check itself (measured on the round-trip bench).
+#[inline]
+pub(crate) fn fits_dlpack(shape: (usize, usize), strides: (usize, usize)) -> Result<(), Error> {
+    // One comparison on the export path: every value fits when their bitwise or does.
+    if (shape.0 | shape.1 | strides.0 | strides.1) <= i64::MAX as usize {
+        Ok(())
+    } else {
+        Err(too_large_for_dlpack(shape, strides))
+    }
+}
+
+/// The error of [`fits_dlpack`].
+#[cold]
+fn too_large_for_dlpack((nrows, ncols): (usize, usize), (rs, cs): (usize, usize)) -> Error {
+    let value = [nrows, ncols, rs, cs]
+        .into_iter()
+        .max()
+        .unwrap_or(usize::MAX);
+    Error::Overflow {
+        what: format!(
+            "a matrix of {nrows} x {ncols} elements with strides ({rs}, {cs}): {value} does not fit DLPack's i64 sizes and strides"
+        ),
+    }
 }
 
 /// Writes a matrix's shape and element strides as a 1-d or 2-d DLPack layout.
@@ -283,34 +286,45 @@ unsafe impl<T: Element, const R: usize, const C: usize> Export for SMatrixProduc
     }
 }
 
-/// Moves an owned matrix (`DMatrix`, `DVector`, `SMatrix`, ...) into a new DLPack tensor without
-/// copying its elements: shape `[rows, cols]` with column-major strides `[1, rows]`, or `[rows]`
-/// with stride `[1]` for a column vector type. The tensor is writable.
+/// Moves an owned matrix (`DMatrix`, `DVector`, `SMatrix`, ...: any [`OwnedMatrix`]) into a new
+/// DLPack tensor without copying its elements: shape `[rows, cols]` with column-major strides
+/// `[1, rows]`, or `[rows]` with stride `[1]` for a column vector type. The tensor is writable.
 ///
+/// [`into_owned`](crate::into_owned) gives the matrix back without a copy
+/// ([`Transfer::Reclaimed`](dlpack_core::Transfer::Reclaimed)), as does
 /// [`ManagedTensor::reclaim`] with the matrix's [`OwnedMatrix::Producer`] ([`DMatrixProducer`],
-/// [`DVectorProducer`], [`SMatrixProducer`], ...), or [`into_dmatrix`](crate::into_dmatrix) and
-/// its siblings, give the matrix back without a copy.
+/// [`DVectorProducer`], [`SMatrixProducer`], ...).
 ///
 /// ```
 /// use nalgebra::{DVector, SMatrix};
 ///
 /// let v = DVector::from_vec(vec![1u8, 2, 3]);
-/// let t = dlpack_nalgebra::export(v)?;
+/// let t = dlpack_nalgebra::into_dlpack(v)?;
 /// assert_eq!((t.shape(), t.strides()), (&[3][..], &[1][..]));
 ///
 /// let s = SMatrix::<f64, 2, 2>::new(1.0, 2.0, 3.0, 4.0); // row by row
-/// let t = dlpack_nalgebra::export(s)?;
+/// let t = dlpack_nalgebra::into_dlpack(s)?;
 /// assert_eq!(t.view::<f64>()?.get(&[0, 1]), Some(&2.0));
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 ///
 /// # Errors
 ///
-/// None for the matrices of this crate's [`OwnedMatrix`] impls, whose layouts always pass
-/// [`ManagedTensor::export`]'s checks; the `Result` carries that function's errors for a
-/// producer of an [`OwnedMatrix`] implemented elsewhere.
-pub fn export<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Error> {
-    Ok(ManagedTensor::export(matrix.into_producer())?)
+/// [`Error::Overflow`] for an empty matrix with more than `i64::MAX` rows or columns (nalgebra
+/// makes a `usize::MAX x 0` one without memory), which no DLPack shape holds. The matrix comes
+/// back, untouched, in [`Refused::value`](dlpack_core::Refused). The layout of any other owned
+/// matrix passes [`ManagedTensor::export`]'s checks.
+pub fn into_dlpack<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Refused<M>> {
+    if let Err(error) = matrix.fits_dlpack() {
+        return Err(Refused {
+            error,
+            value: matrix,
+        });
+    }
+    ManagedTensor::export(matrix.into_producer()).map_err(|refused| Refused {
+        error: refused.error,
+        value: M::from_producer(refused.value),
+    })
 }
 
 /// Copies any matrix or view into a new owned one and exports that: a `DVector` (1-d) for a
@@ -320,7 +334,7 @@ pub fn export<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Error> {
 /// use nalgebra::DMatrix;
 ///
 /// let m = DMatrix::from_fn(4, 4, |i, j| (4 * i + j) as i32);
-/// let t = dlpack_nalgebra::export_copy(&m.view((1, 1), (2, 3)))?;
+/// let t = dlpack_nalgebra::to_dlpack(&m.view((1, 1), (2, 3)))?;
 /// assert_eq!(t.shape(), &[2, 3]);
 /// assert_eq!(t.view::<i32>()?.get(&[1, 2]), Some(&11));
 /// # Ok::<(), dlpack_core::Error>(())
@@ -330,9 +344,9 @@ pub fn export<M: OwnedMatrix>(matrix: M) -> Result<ManagedTensor, Error> {
 ///
 /// [`Error::OutOfMemory`] when the copy does not fit in memory: a view that nalgebra itself made
 /// (`from_slice_with_strides` with a stride of 0) can broadcast a few elements over far more
-/// indices than memory holds. The copy is then a `DMatrix` or `DVector`, which [`export`] always
-/// accepts.
-pub fn export_copy<T, R, C, S>(matrix: &Matrix<T, R, C, S>) -> Result<ManagedTensor, Error>
+/// indices than memory holds. [`Error::Overflow`] for an empty view with more than `i64::MAX`
+/// rows or columns, as for [`into_dlpack`].
+pub fn to_dlpack<T, R, C, S>(matrix: &Matrix<T, R, C, S>) -> Result<ManagedTensor, Error>
 where
     T: Element + Scalar,
     R: Dim,
@@ -342,14 +356,14 @@ where
     let (nrows, ncols) = matrix.shape();
     let data = column_major_vec(matrix)?;
     if ndim_of::<C>() == 1 {
-        export(DVector::from_vec(data))
+        Ok(into_dlpack(DVector::from_vec(data))?)
     } else {
-        export(DMatrix::from_vec(nrows, ncols, data))
+        Ok(into_dlpack(DMatrix::from_vec(nrows, ncols, data))?)
     }
 }
 
 /// The elements of any matrix or view in column-major order, in a new `Vec`: the copy behind
-/// [`export_copy`] and [`CowMatrix::into_owned`](crate::CowMatrix::into_owned). It reads them
+/// [`to_dlpack`] and [`CowMatrix::into_owned`](crate::CowMatrix::into_owned). It reads them
 /// by index, which nalgebra gets right whatever the strides (its iterators do not: see the
 /// [`import`](crate::import) module docs).
 ///
@@ -449,8 +463,9 @@ unsafe impl<T: Element> Export for ViewProducer<T> {
 ///
 /// # Errors
 ///
-/// None in practice: the layout of a nalgebra view always passes [`ManagedTensor::export`]'s
-/// checks.
+/// [`Error::Overflow`] for an empty view with more than `i64::MAX` rows or columns, or such
+/// strides (nalgebra makes them without memory), which no DLPack layout holds. The layout of
+/// any other nalgebra view passes [`ManagedTensor::export`]'s checks.
 ///
 /// # Safety
 ///
@@ -459,7 +474,7 @@ unsafe impl<T: Element> Export for ViewProducer<T> {
 /// to, on any thread, however late), the caller must keep the memory the view borrows alive and
 /// in place, and must not write to it nor let anyone else write to it. Dropping, moving (for an
 /// inline `SMatrix`), resizing or mutating the viewed matrix before then is undefined behaviour.
-/// When that cannot be guaranteed, use [`export_copy`].
+/// When that cannot be guaranteed, use [`to_dlpack`].
 pub unsafe fn export_view<T, R, C, RStride, CStride>(
     view: Matrix<T, R, C, ViewStorage<'_, T, R, C, RStride, CStride>>,
 ) -> Result<ManagedTensor, Error>
@@ -470,6 +485,7 @@ where
     RStride: Dim,
     CStride: Dim,
 {
+    fits_dlpack(view.shape(), view.strides())?;
     Ok(ManagedTensor::export(ViewProducer {
         data: view.data.ptr().cast_mut(),
         ndim: ndim_of::<C>(),
@@ -498,7 +514,7 @@ where
 ///
 /// # Errors
 ///
-/// As for [`export_view`]: none in practice.
+/// As for [`export_view`].
 ///
 /// # Safety
 ///
@@ -515,6 +531,7 @@ where
     RStride: Dim,
     CStride: Dim,
 {
+    fits_dlpack(view.shape(), view.strides())?;
     Ok(ManagedTensor::export(ViewProducer {
         data: view.data.ptr_mut(),
         ndim: ndim_of::<C>(),

@@ -1,4 +1,4 @@
-//! Import: nalgebra views of DLPack tensors, and owned matrices by reclaim or copy.
+//! Import: nalgebra views of DLPack tensors.
 //!
 //! Every view is made from one of dlpack-core's validated typed views ([`TensorView`],
 //! [`TensorViewMut`]): dtype, device, alignment, bounds, read-only state and (for mutable views)
@@ -7,8 +7,8 @@
 //!
 //! # Which layouts become safe views
 //!
-//! The safe views ([`dmatrix_view`], [`dvector_view`], their `_mut` and `_transposed` forms)
-//! take compact column-major layouts only: row stride 1 and column stride equal to the number of
+//! The safe views ([`view`], [`view_mut`], [`view_transposed`], [`view_transposed_mut`]) take
+//! compact column-major layouts only: row stride 1 and column stride equal to the number of
 //! rows, the layout of a `DMatrix`'s own storage. To nalgebra, such a view is the same as
 //! `DMatrix::as_view()` of a matrix of that shape, so every safe nalgebra operation on it behaves
 //! as on a `DMatrix`. nalgebra 0.35 does not handle the other layouts soundly:
@@ -49,20 +49,22 @@
 //!
 //! | tensor layout (NumPy) | zero-copy safe view | other zero-copy view | copy |
 //! |---|---|---|---|
-//! | compact column-major: F order, its column ranges `f[:, 1:3]`, a `DMatrix`'s export | [`dmatrix_view`] | | [`to_dmatrix`] |
-//! | compact row-major: C order, its row ranges `c[1:3, :]` | refused | [`dmatrix_view_transposed`] (the transpose, which is compact column-major); `unsafe` [`dmatrix_view_strided`] | [`to_dmatrix`], [`dmatrix_cow`] with [`Fallback::Copy`] |
-//! | row stride 1 otherwise: column steps `f[:, ::2]`, row ranges `f[1:3, :]`, column broadcast, column windows | refused | `unsafe` [`dmatrix_view_strided`] | as above |
-//! | column stride 1 otherwise: row steps `c[::2, :]`, column ranges `c[:, :2]`, row broadcast | refused | `unsafe` [`dmatrix_view_strided`] | as above |
-//! | neither stride 1, none negative: `c[::2, ::3]`, scalar broadcast | refused | `unsafe` [`dmatrix_view_strided`] | as above |
+//! | compact column-major: F order, its column ranges `f[:, 1:3]`, a `DMatrix`'s export | [`view`] | | [`to_owned`], [`into_owned`] |
+//! | compact row-major: C order, its row ranges `c[1:3, :]` | refused | [`view_transposed`] (the transpose, which is compact column-major); `unsafe` [`view_strided`] | [`to_owned`], [`into_owned`], [`view_or_copy`] |
+//! | row stride 1 otherwise: column steps `f[:, ::2]`, row ranges `f[1:3, :]`, column broadcast, column windows | refused | `unsafe` [`view_strided`] | as above |
+//! | column stride 1 otherwise: row steps `c[::2, :]`, column ranges `c[:, :2]`, row broadcast | refused | `unsafe` [`view_strided`] | as above |
+//! | neither stride 1, none negative: `c[::2, ::3]`, scalar broadcast | refused | `unsafe` [`view_strided`] | as above |
 //! | a negative stride: `a[::-1]` | refused | none | as above |
 //!
-//! Vectors follow the same rule: [`dvector_view`] takes stride 1 only.
+//! Vectors follow the same rule: a `DVectorView` takes stride 1 only.
 //!
 //! # Dimensions
 //!
-//! Matrix imports take 1-d and 2-d tensors; a 1-d tensor of length `n` is the `n x 1` column
+//! Matrix views take 1-d and 2-d tensors; a 1-d tensor of length `n` is the `n x 1` column
 //! vector (DLPack has no row/column distinction for 1-d data, and nalgebra's vectors are
-//! columns). Vector imports take 1-d tensors only. Anything else is [`Error::NdimMismatch`].
+//! columns). Vector views take 1-d tensors only. Anything else is [`Error::NdimMismatch`]. The
+//! owned matrices of [`into_owned`] and [`to_owned`] follow the same rule
+//! ([`OwnedMatrix`](crate::OwnedMatrix)).
 //!
 //! nalgebra loops over the rows or the columns of a matrix even when it has no elements
 //! (`transpose` over each row, `map` over each column), so an empty `i64::MAX x 0` tensor, which
@@ -77,25 +79,30 @@
 //! [nalgebra#797]: https://github.com/dimforge/nalgebra/pull/797
 //! [nalgebra#1616]: https://github.com/dimforge/nalgebra/issues/1616
 //! [nalgebra#1562]: https://github.com/dimforge/nalgebra/pull/1562
+//! [`to_owned`]: crate::to_owned
+//! [`into_owned`]: crate::into_owned
 
 use core::fmt;
 
-use dlpack_core::{Element, Error, ManagedTensor, TensorView, TensorViewMut};
+use dlpack_core::{
+    BorrowedTensor, CheckedTensor, CopyMode, CopyReason, Element, Error, ManagedTensor, TensorView,
+    TensorViewMut,
+};
 use nalgebra::{
     DMatrix, DMatrixView, DMatrixViewMut, DVector, DVectorView, DVectorViewMut, Dyn, Matrix,
-    SMatrix, Scalar, U1, ViewStorage, ViewStorageMut,
+    Scalar, U1, ViewStorage, ViewStorageMut,
 };
 
-use crate::export::{DMatrixProducer, DVectorProducer, SMatrixProducer, column_major_vec};
+use crate::export::column_major_vec;
 
 /// Why [`Error::UnsupportedLayout`] refuses a negative stride.
-const NEGATIVE: &str = "nalgebra strides are unsigned, so a view cannot step backwards (copy instead: to_dmatrix, or Fallback::Copy)";
+const NEGATIVE: &str = "nalgebra strides are unsigned, so a view cannot step backwards (copy instead: to_owned, into_owned or view_or_copy)";
 /// ... a matrix layout that is not compact column-major.
-const COLUMN_MAJOR: &str = "a safe nalgebra view needs compact column-major strides, row stride 1 and column stride equal to the number of rows (nalgebra 0.35's iterators leave other layouts); for row-major data use dmatrix_view_transposed, otherwise the unsafe dmatrix_view_strided or a copy (to_dmatrix, Fallback::Copy)";
+pub(crate) const COLUMN_MAJOR: &str = "a safe nalgebra view needs compact column-major strides, row stride 1 and column stride equal to the number of rows (nalgebra 0.35's iterators leave other layouts); for row-major data use view_transposed, otherwise the unsafe view_strided or a copy (to_owned, into_owned or view_or_copy)";
 /// ... a matrix layout that is not compact row-major, for a transposed view.
-const ROW_MAJOR: &str = "a safe transposed view needs compact row-major strides, column stride 1 and row stride equal to the number of columns (nalgebra 0.35's iterators leave other layouts); for column-major data use dmatrix_view, otherwise the unsafe dmatrix_view_strided or a copy (to_dmatrix)";
+const ROW_MAJOR: &str = "a safe transposed view needs compact row-major strides, column stride 1 and row stride equal to the number of columns (nalgebra 0.35's iterators leave other layouts); for column-major data use view, otherwise the unsafe view_strided or a copy (to_owned, into_owned or view_or_copy)";
 /// ... a vector stride other than 1.
-const VECTOR_STRIDE: &str = "a safe nalgebra vector view needs stride 1 (nalgebra 0.35 mishandles other strides); use the unsafe dvector_view_strided or a copy (to_dvector, Fallback::Copy)";
+const VECTOR_STRIDE: &str = "a safe nalgebra vector view needs stride 1 (nalgebra 0.35 mishandles other strides); use the unsafe view_strided or a copy (to_owned, into_owned or view_or_copy)";
 
 /// The most rows or columns an empty matrix import may have (see the module docs).
 const MAX_EMPTY_DIM: i64 = 1 << 24;
@@ -104,9 +111,9 @@ const EMPTY_DIM: &str = "the rows or columns of an empty nalgebra matrix, at mos
 
 /// A 1-d or 2-d tensor's layout as an `nrows x ncols` nalgebra matrix.
 #[derive(Clone, Copy, Debug)]
-struct Layout {
-    nrows: usize,
-    ncols: usize,
+pub(crate) struct Layout {
+    pub(crate) nrows: usize,
+    pub(crate) ncols: usize,
     /// Element strides of the rows and columns. On axes of size 1, and on both axes of an empty
     /// tensor, the tensor's stride is replaced by the compact column-major one: such a stride
     /// never addresses an element, so any value describes the same elements.
@@ -127,7 +134,7 @@ fn size(axis: usize, value: i64) -> Result<usize, Error> {
 
 impl Layout {
     /// The layout of a validated 1-d tensor as a column (`n x 1`) or a 2-d tensor as is.
-    fn matrix(shape: &[i64], strides: &[i64]) -> Result<Self, Error> {
+    pub(crate) fn matrix(shape: &[i64], strides: &[i64]) -> Result<Self, Error> {
         match (shape, strides) {
             (&[n], &[s]) => Self::new((n, 1), (s, n), (0, 0)),
             (&[r, c], &[rs, cs]) => Self::new((r, c), (rs, cs), (0, 1)),
@@ -139,7 +146,7 @@ impl Layout {
     }
 
     /// The layout of a validated 1-d tensor as a column vector.
-    fn vector(shape: &[i64], strides: &[i64]) -> Result<Self, Error> {
+    pub(crate) fn vector(shape: &[i64], strides: &[i64]) -> Result<Self, Error> {
         match (shape, strides) {
             (&[n], &[s]) => Self::new((n, 1), (s, n), (0, 0)),
             _ => Err(Error::NdimMismatch {
@@ -206,7 +213,7 @@ impl Layout {
     /// Accepts the compact column-major layout (row stride 1, column stride `nrows`), the only
     /// one nalgebra 0.35 handles soundly (see SOUNDNESS); refuses any other, naming the first
     /// stride that differs with `reason`.
-    fn compact(&self, reason: &'static str) -> Result<Compact, Error> {
+    pub(crate) fn compact(&self, reason: &'static str) -> Result<Compact, Error> {
         let (rs, cs) = self.non_negative()?;
         let refuse = |axis, stride| Error::UnsupportedLayout {
             axis,
@@ -225,14 +232,16 @@ impl Layout {
         })
     }
 
-    fn is_vector_like(&self) -> bool {
+    /// Whether the matrix has at most one row or column, where column-major order is row-major
+    /// order.
+    pub(crate) fn is_vector_like(&self) -> bool {
         self.nrows <= 1 || self.ncols <= 1
     }
 }
 
 /// The shape of a layout that [`Layout::compact`] accepted: strides `(1, nrows)`.
 #[derive(Clone, Copy, Debug)]
-struct Compact {
+pub(crate) struct Compact {
     nrows: usize,
     ncols: usize,
 }
@@ -283,85 +292,6 @@ unsafe fn matrix_view_parts<'a, T: Scalar>(ptr: *const T, compact: Compact) -> D
     Matrix::from_data(storage)
 }
 
-/// A zero-copy read-only view of a compact column-major 1-d or 2-d tensor as a `DMatrixView`
-/// (strides `(1, nrows)`, as a `DMatrix`'s own).
-///
-/// Accepts row stride 1 and column stride equal to the number of rows (F order, column ranges
-/// of it, a `DMatrix`'s export); strides of axes of size 1 do not matter. A 1-d tensor is a
-/// column (`n x 1`).
-///
-/// ```
-/// use dlpack_core::ManagedTensor;
-/// use nalgebra::{DMatrix, DVector};
-///
-/// let m = DMatrix::from_fn(3, 2, |i, j| (i + 10 * j) as f64);
-/// let tensor = dlpack_nalgebra::export(m.clone())?;
-/// let view = dlpack_nalgebra::dmatrix_view(tensor.view::<f64>()?)?;
-/// assert_eq!(view, m);
-/// assert_eq!(view * DVector::from_element(2, 1.0), DVector::from_vec(vec![10.0, 12.0, 14.0]));
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// # Errors
-///
-/// [`Error::UnsupportedLayout`] for any other layout (row-major, steps, ranges of rows,
-/// broadcasting, negative strides: see the [module docs](self) for why and for the
-/// alternatives), [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d,
-/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or columns.
-pub fn dmatrix_view<T: Element + Scalar>(
-    view: TensorView<'_, T>,
-) -> Result<DMatrixView<'_, T>, Error> {
-    let compact = Layout::matrix(view.shape(), view.strides())?.compact(COLUMN_MAJOR)?;
-    // SAFETY: `view` is a core view living for the returned lifetime; `compact` from its layout.
-    Ok(unsafe { matrix_view_parts(view.as_ptr(), compact) })
-}
-
-/// A zero-copy read-only view of the transpose of a compact row-major 1-d or 2-d tensor: an
-/// `ncols x nrows` `DMatrixView`. This is how a row-major (C-order) tensor becomes a safe
-/// nalgebra view without a copy: its transpose is compact column-major.
-///
-/// Accepts column stride 1 and row stride equal to the number of columns (C order, row ranges of
-/// it: the mirror of [`dmatrix_view`]); a 1-d tensor of stride 1 gives a `1 x n` row.
-///
-/// ```
-/// # use dlpack_core::{Export, ExportDesc, ManagedTensor};
-/// # struct RowMajor(Vec<f32>);
-/// # // SAFETY: a 2 x 3 row-major layout over the Vec's 6 elements.
-/// # unsafe impl Export for RowMajor {
-/// #     fn ndim(&self) -> usize { 2 }
-/// #     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-/// #         shape.copy_from_slice(&[2, 3]);
-/// #         strides.copy_from_slice(&[3, 1]);
-/// #         ExportDesc::host(self.0.as_mut_ptr())
-/// #     }
-/// # }
-/// // A row-major 2 x 3 tensor, as NumPy or ndarray export one.
-/// let tensor = ManagedTensor::export(RowMajor(vec![0.0f32, 1.0, 2.0, 10.0, 11.0, 12.0]))?;
-/// assert_eq!(tensor.strides(), &[3, 1]);
-/// assert!(dlpack_nalgebra::dmatrix_view(tensor.view::<f32>()?).is_err());
-///
-/// let t = dlpack_nalgebra::dmatrix_view_transposed(tensor.view::<f32>()?)?;
-/// assert_eq!(t.shape(), (3, 2));
-/// assert_eq!(t[(2, 1)], 12.0); // element [1, 2] of the tensor
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// # Errors
-///
-/// [`Error::UnsupportedLayout`] for any other layout (column-major, steps, ranges of columns,
-/// broadcasting, negative strides), [`Error::NdimMismatch`] for a tensor that is neither 1-d nor
-/// 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or columns.
-pub fn dmatrix_view_transposed<T: Element + Scalar>(
-    view: TensorView<'_, T>,
-) -> Result<DMatrixView<'_, T>, Error> {
-    let compact = Layout::matrix(view.shape(), view.strides())?
-        .transposed()
-        .compact(ROW_MAJOR)?;
-    // SAFETY: `view` is a core view living for the returned lifetime; `compact` from its
-    // transposed layout, which addresses element (i, j) at the tensor's element [j, i].
-    Ok(unsafe { matrix_view_parts(view.as_ptr(), compact) })
-}
-
 /// A mutable nalgebra view of a compact layout.
 ///
 /// # Safety
@@ -385,17 +315,109 @@ unsafe fn matrix_view_mut_parts<'a, T: Scalar>(
     Matrix::from_data(storage)
 }
 
-/// A zero-copy mutable view of a compact column-major 1-d or 2-d tensor as a
-/// `DMatrixViewMut`: the mutable [`dmatrix_view`]. Writes land in the tensor's memory.
+// --- the traits behind the generic functions ---------------------------------------------------
+
+/// A tensor whose elements [`view_mut`], [`view_transposed_mut`] and [`view_strided_mut`] can
+/// view mutably: a [`ManagedTensor`] (which one owns) or a [`BorrowedTensor`] (which one is lent
+/// for a call). Sealed: implemented for these two only.
+pub trait TensorMut: crate::sealed::TensorMut {}
+
+impl crate::sealed::TensorMut for ManagedTensor {
+    #[inline]
+    fn typed_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
+        self.view_mut()
+    }
+}
+
+impl TensorMut for ManagedTensor {}
+
+impl crate::sealed::TensorMut for BorrowedTensor<'_> {
+    #[inline]
+    fn typed_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
+        self.view_mut()
+    }
+}
+
+impl TensorMut for BorrowedTensor<'_> {}
+
+/// A nalgebra view type that [`view`] and [`view_or_copy`] make of a tensor, for every
+/// dlpack-core [`Element`] `T`: `DMatrixView<'a, T>` (of a 1-d or 2-d tensor; a 1-d one is a
+/// column) and `DVectorView<'a, T>` (of a 1-d tensor). Both have nalgebra's compact strides,
+/// `(1, nrows)`. Sealed: implemented for these types only.
+pub trait ViewTarget<'a>: crate::sealed::ViewTarget<'a> {
+    /// What [`view_or_copy`] returns: [`CowMatrix`] for a `DMatrixView`, [`CowVector`] for a
+    /// `DVectorView`.
+    type Cow;
+}
+
+/// A mutable nalgebra view type that [`view_mut`] makes of a tensor, for every dlpack-core
+/// [`Element`] `T`: `DMatrixViewMut<'a, T>` (of a 1-d or 2-d tensor) and `DVectorViewMut<'a, T>`
+/// (of a 1-d tensor). Sealed: implemented for these types only.
+pub trait ViewMutTarget<'a>: crate::sealed::ViewMutTarget<'a> {}
+
+/// A nalgebra view type with run-time strides that the `unsafe` [`view_strided`] makes of a
+/// tensor, for every dlpack-core [`Element`] `T`: `DMatrixView<'a, T, Dyn, Dyn>` (of a 1-d or
+/// 2-d tensor) and `DVectorView<'a, T, Dyn, Dyn>` (of a 1-d tensor). Sealed.
+pub trait StridedViewTarget<'a>: crate::sealed::StridedViewTarget<'a> {}
+
+/// A mutable nalgebra view type with run-time strides that the `unsafe` [`view_strided_mut`]
+/// makes of a tensor: `DMatrixViewMut<'a, T, Dyn, Dyn>` and `DVectorViewMut<'a, T, Dyn, Dyn>`.
+/// Sealed.
+pub trait StridedViewMutTarget<'a>: crate::sealed::StridedViewMutTarget<'a> {}
+
+// --- safe views --------------------------------------------------------------------------------
+
+/// A zero-copy view of a compact column-major tensor in a nalgebra view type, which the type
+/// argument picks: `DMatrixView<'_, T>` for a 1-d or 2-d tensor (a 1-d one is a column), or
+/// `DVectorView<'_, T>` for a 1-d one ([`ViewTarget`]).
 ///
-/// Core's [`ManagedTensor::view_mut`] has already refused read-only tensors and overlapping
-/// strides; the layouts are then those of [`dmatrix_view`].
+/// Accepts row stride 1 and column stride equal to the number of rows (F order, column ranges
+/// of it, a `DMatrix`'s export, any 1-d tensor of stride 1); strides of axes of size 1 do not
+/// matter. A `ManagedTensor` or a `BorrowedTensor` is passed as is: both are a
+/// [`CheckedTensor`].
 ///
 /// ```
-/// use nalgebra::DMatrix;
+/// use nalgebra::{DMatrix, DMatrixView, DVector, DVectorView};
 ///
-/// let mut tensor = dlpack_nalgebra::export(DMatrix::<i64>::zeros(2, 2))?;
-/// let mut view = dlpack_nalgebra::dmatrix_view_mut(tensor.view_mut::<i64>()?)?;
+/// let m = DMatrix::from_fn(3, 2, |i, j| (i + 10 * j) as f64);
+/// let tensor = dlpack_nalgebra::into_dlpack(m.clone())?;
+/// let view = dlpack_nalgebra::view::<DMatrixView<'_, f64>>(&tensor)?;
+/// assert_eq!(view, m);
+/// assert_eq!(view * DVector::from_element(2, 1.0), DVector::from_vec(vec![10.0, 12.0, 14.0]));
+///
+/// let tensor = dlpack_core::ManagedTensor::export(vec![1.0f64, 2.0, 3.0])?;
+/// let v: DVectorView<'_, f64> = dlpack_nalgebra::view(&tensor)?;
+/// assert_eq!(v.norm_squared(), 14.0);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Errors
+///
+/// Those of [`CheckedTensor::view`] (dtype, device, alignment), [`Error::UnsupportedLayout`] for
+/// any other layout (row-major, steps, ranges of rows, broadcasting, negative strides: see the
+/// [module docs](self) for why and for the alternatives), [`Error::NdimMismatch`] for a tensor
+/// that is neither 1-d nor 2-d (not 1-d, for a vector view), [`Error::DimOutOfRange`] for an
+/// empty tensor with more than 2^24 rows or columns.
+// Always inlined, as the core view and layout check it is made of were before they had one
+// entry point: called from two places, it was kept out of line, a few ns per view.
+#[inline(always)]
+pub fn view<'a, V: ViewTarget<'a>>(tensor: &'a CheckedTensor) -> Result<V, Error> {
+    V::view(tensor.view::<V::Elem>()?)
+}
+
+/// A zero-copy mutable view of a compact column-major tensor in a nalgebra view type, which the
+/// type argument picks: `DMatrixViewMut<'_, T>` or `DVectorViewMut<'_, T>`
+/// ([`ViewMutTarget`]). Writes land in the tensor's memory.
+///
+/// Core's [`ManagedTensor::view_mut`] (or [`BorrowedTensor::view_mut`]) has already refused
+/// read-only tensors and overlapping strides; the layouts are then those of [`view`]. A layout
+/// that cannot be viewed is always refused: writes to a copy would be lost.
+///
+/// ```
+/// use nalgebra::{DMatrix, DMatrixViewMut};
+///
+/// let mut tensor = dlpack_nalgebra::into_dlpack(DMatrix::<i64>::zeros(2, 2))?;
+/// let mut view = dlpack_nalgebra::view_mut::<DMatrixViewMut<'_, i64>>(&mut tensor)?;
 /// view[(1, 0)] = 7;
 /// assert_eq!(tensor.view::<i64>()?.get(&[1, 0]), Some(&7));
 /// # Ok::<(), dlpack_core::Error>(())
@@ -403,91 +425,267 @@ unsafe fn matrix_view_mut_parts<'a, T: Scalar>(
 ///
 /// # Errors
 ///
-/// As for [`dmatrix_view`].
-pub fn dmatrix_view_mut<T: Element + Scalar>(
-    mut view: TensorViewMut<'_, T>,
-) -> Result<DMatrixViewMut<'_, T>, Error> {
-    let compact = Layout::matrix(view.shape(), view.strides())?.compact(COLUMN_MAJOR)?;
-    let ptr = view.as_mut_ptr();
-    // SAFETY: `view` is a core mutable view living for the returned lifetime, consumed here;
-    // `compact` from its layout.
-    Ok(unsafe { matrix_view_mut_parts(ptr, compact) })
+/// Those of [`ManagedTensor::view_mut`] ([`Error::ReadOnly`], [`Error::OverlappingStrides`],
+/// ...), and those of [`view`].
+#[inline]
+pub fn view_mut<'a, V: ViewMutTarget<'a>>(tensor: &'a mut impl TensorMut) -> Result<V, Error> {
+    V::view_mut(tensor.typed_view_mut::<V::Elem>()?)
 }
 
-/// A zero-copy mutable view of the transpose of a compact row-major 1-d or 2-d tensor: the
-/// mutable [`dmatrix_view_transposed`]. Writes land in the tensor's memory.
+/// A zero-copy view of the transpose of a compact row-major 1-d or 2-d tensor: an
+/// `ncols x nrows` `DMatrixView`. This is how a row-major (C-order) tensor becomes a safe
+/// nalgebra view without a copy: its transpose is compact column-major.
 ///
-/// # Errors
-///
-/// As for [`dmatrix_view_transposed`].
-pub fn dmatrix_view_transposed_mut<T: Element + Scalar>(
-    mut view: TensorViewMut<'_, T>,
-) -> Result<DMatrixViewMut<'_, T>, Error> {
-    let compact = Layout::matrix(view.shape(), view.strides())?
-        .transposed()
-        .compact(ROW_MAJOR)?;
-    let ptr = view.as_mut_ptr();
-    // SAFETY: as in `dmatrix_view_mut`, for the transposed layout, which addresses element
-    // (i, j) at the tensor's element [j, i].
-    Ok(unsafe { matrix_view_mut_parts(ptr, compact) })
-}
-
-/// A zero-copy read-only view of a 1-d tensor of stride 1 as a `DVectorView`.
+/// Accepts column stride 1 and row stride equal to the number of columns (C order, row ranges of
+/// it: the mirror of [`view`]); a 1-d tensor of stride 1 gives a `1 x n` row.
 ///
 /// ```
-/// let tensor = dlpack_core::ManagedTensor::export(vec![1.0f64, 2.0, 3.0])?;
-/// let v = dlpack_nalgebra::dvector_view(tensor.view::<f64>()?)?;
-/// assert_eq!(v.norm_squared(), 14.0);
+/// # use dlpack_core::{Export, ExportDesc, ManagedTensor};
+/// # struct RowMajor(Vec<f32>);
+/// # // SAFETY: a 2 x 3 row-major layout over the Vec's 6 elements.
+/// # unsafe impl Export for RowMajor {
+/// #     fn ndim(&self) -> usize { 2 }
+/// #     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+/// #         shape.copy_from_slice(&[2, 3]);
+/// #         strides.copy_from_slice(&[3, 1]);
+/// #         ExportDesc::host(self.0.as_mut_ptr())
+/// #     }
+/// # }
+/// use nalgebra::DMatrixView;
+///
+/// // A row-major 2 x 3 tensor, as NumPy or ndarray export one.
+/// let tensor = ManagedTensor::export(RowMajor(vec![0.0f32, 1.0, 2.0, 10.0, 11.0, 12.0]))?;
+/// assert_eq!(tensor.strides(), &[3, 1]);
+/// assert!(dlpack_nalgebra::view::<DMatrixView<'_, f32>>(&tensor).is_err());
+///
+/// let t = dlpack_nalgebra::view_transposed::<f32>(&tensor)?;
+/// assert_eq!(t.shape(), (3, 2));
+/// assert_eq!(t[(2, 1)], 12.0); // element [1, 2] of the tensor
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 ///
 /// # Errors
 ///
-/// [`Error::UnsupportedLayout`] for a stride other than 1 (see the [module docs](self)),
-/// [`Error::NdimMismatch`] for a tensor that is not 1-d.
-pub fn dvector_view<T: Element + Scalar>(
-    view: TensorView<'_, T>,
-) -> Result<DVectorView<'_, T>, Error> {
-    let compact = Layout::vector(view.shape(), view.strides())?.compact(VECTOR_STRIDE)?;
-    // SAFETY: see SOUNDNESS: `view` is a core view living for the returned lifetime and its
-    // layout is compact (`n x 1`, stride 1).
-    let storage = unsafe {
-        ViewStorage::from_raw_parts(
-            view.as_ptr(),
-            (Dyn(compact.nrows), U1),
-            (U1, Dyn(compact.nrows)),
-        )
-    };
-    Ok(Matrix::from_data(storage))
+/// Those of [`CheckedTensor::view`], [`Error::UnsupportedLayout`] for any other layout
+/// (column-major, steps, ranges of columns, broadcasting, negative strides),
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, [`Error::DimOutOfRange`]
+/// for an empty tensor with more than 2^24 rows or columns.
+#[inline]
+pub fn view_transposed<T: Element + Scalar>(
+    tensor: &CheckedTensor,
+) -> Result<DMatrixView<'_, T>, Error> {
+    let view = tensor.view::<T>()?;
+    let compact = Layout::matrix(view.shape(), view.strides())?
+        .transposed()
+        .compact(ROW_MAJOR)?;
+    // SAFETY: `view` is a core view living as long as the returned one; `compact` from its
+    // transposed layout, which addresses element (i, j) at the tensor's element [j, i].
+    Ok(unsafe { matrix_view_parts(view.as_ptr(), compact) })
 }
 
-/// A zero-copy mutable view of a 1-d tensor of stride 1 as a `DVectorViewMut`: the mutable
-/// [`dvector_view`].
+/// A zero-copy mutable view of the transpose of a compact row-major 1-d or 2-d tensor: the
+/// mutable [`view_transposed`]. Writes land in the tensor's memory.
+///
+/// ```
+/// # use dlpack_core::{Export, ExportDesc, ManagedTensor};
+/// # struct RowMajor(Vec<i32>);
+/// # // SAFETY: a 2 x 2 row-major layout over the Vec's 4 elements.
+/// # unsafe impl Export for RowMajor {
+/// #     fn ndim(&self) -> usize { 2 }
+/// #     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+/// #         shape.copy_from_slice(&[2, 2]);
+/// #         strides.copy_from_slice(&[2, 1]);
+/// #         ExportDesc::host(self.0.as_mut_ptr())
+/// #     }
+/// # }
+/// let mut tensor = ManagedTensor::export(RowMajor(vec![1, 2, 3, 4]))?;
+/// let mut t = dlpack_nalgebra::view_transposed_mut::<i32>(&mut tensor)?;
+/// t[(1, 0)] = 20; // element [0, 1] of the tensor
+/// assert_eq!(tensor.view::<i32>()?.to_vec()?, [1, 20, 3, 4]);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
 ///
 /// # Errors
 ///
-/// As for [`dvector_view`].
-pub fn dvector_view_mut<T: Element + Scalar>(
-    mut view: TensorViewMut<'_, T>,
-) -> Result<DVectorViewMut<'_, T>, Error> {
-    let compact = Layout::vector(view.shape(), view.strides())?.compact(VECTOR_STRIDE)?;
+/// Those of [`ManagedTensor::view_mut`], and those of [`view_transposed`].
+#[inline]
+pub fn view_transposed_mut<T: Element + Scalar>(
+    tensor: &mut impl TensorMut,
+) -> Result<DMatrixViewMut<'_, T>, Error> {
+    let mut view = tensor.typed_view_mut::<T>()?;
+    let compact = Layout::matrix(view.shape(), view.strides())?
+        .transposed()
+        .compact(ROW_MAJOR)?;
     let ptr = view.as_mut_ptr();
-    // SAFETY: as in `dvector_view`, for the consumed core mutable view (exclusive, writable).
-    let storage = unsafe {
-        ViewStorageMut::from_raw_parts(ptr, (Dyn(compact.nrows), U1), (U1, Dyn(compact.nrows)))
-    };
-    Ok(Matrix::from_data(storage))
+    // SAFETY: `view` is a core mutable view living as long as the returned one, consumed here;
+    // `compact` from its transposed layout, which addresses element (i, j) at the tensor's
+    // element [j, i].
+    Ok(unsafe { matrix_view_mut_parts(ptr, compact) })
 }
 
-/// What the `_cow` imports do with a layout that cannot be a safe zero-copy view (any layout but
-/// compact column-major: see the [module docs](self)).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Fallback {
-    /// Return the view's error. The default: an import never copies unless asked to.
-    #[default]
-    Fail,
-    /// Copy the elements into an owned matrix (any strides, negative and zero included).
-    Copy,
+impl<'a, T: Element + Scalar> crate::sealed::ViewTarget<'a> for DMatrixView<'a, T> {
+    type Elem = T;
+
+    #[inline]
+    fn view(view: TensorView<'a, T>) -> Result<Self, Error> {
+        let compact = Layout::matrix(view.shape(), view.strides())?.compact(COLUMN_MAJOR)?;
+        // SAFETY: `view` is a core view living for `'a`; `compact` from its layout.
+        Ok(unsafe { matrix_view_parts(view.as_ptr(), compact) })
+    }
+
+    fn view_or_copy(
+        tensor: &'a CheckedTensor,
+        mode: CopyMode,
+    ) -> Result<<Self as ViewTarget<'a>>::Cow, Error> {
+        cow::<Self, DMatrix<T>, _>(tensor, mode, CowMatrix::Borrowed, CowMatrix::Owned)
+    }
+}
+
+impl<'a, T: Element + Scalar> ViewTarget<'a> for DMatrixView<'a, T> {
+    type Cow = CowMatrix<'a, T>;
+}
+
+impl<'a, T: Element + Scalar> crate::sealed::ViewTarget<'a> for DVectorView<'a, T> {
+    type Elem = T;
+
+    #[inline]
+    fn view(view: TensorView<'a, T>) -> Result<Self, Error> {
+        let compact = Layout::vector(view.shape(), view.strides())?.compact(VECTOR_STRIDE)?;
+        // SAFETY: see SOUNDNESS: `view` is a core view living for `'a` and its layout is
+        // compact (`n x 1`, stride 1).
+        let storage = unsafe {
+            ViewStorage::from_raw_parts(
+                view.as_ptr(),
+                (Dyn(compact.nrows), U1),
+                (U1, Dyn(compact.nrows)),
+            )
+        };
+        Ok(Matrix::from_data(storage))
+    }
+
+    fn view_or_copy(
+        tensor: &'a CheckedTensor,
+        mode: CopyMode,
+    ) -> Result<<Self as ViewTarget<'a>>::Cow, Error> {
+        cow::<Self, DVector<T>, _>(tensor, mode, CowVector::Borrowed, CowVector::Owned)
+    }
+}
+
+impl<'a, T: Element + Scalar> ViewTarget<'a> for DVectorView<'a, T> {
+    type Cow = CowVector<'a, T>;
+}
+
+impl<'a, T: Element + Scalar> crate::sealed::ViewMutTarget<'a> for DMatrixViewMut<'a, T> {
+    type Elem = T;
+
+    #[inline]
+    fn view_mut(mut view: TensorViewMut<'a, T>) -> Result<Self, Error> {
+        let compact = Layout::matrix(view.shape(), view.strides())?.compact(COLUMN_MAJOR)?;
+        let ptr = view.as_mut_ptr();
+        // SAFETY: `view` is a core mutable view living for `'a`, consumed here; `compact` from
+        // its layout.
+        Ok(unsafe { matrix_view_mut_parts(ptr, compact) })
+    }
+}
+
+impl<'a, T: Element + Scalar> ViewMutTarget<'a> for DMatrixViewMut<'a, T> {}
+
+impl<'a, T: Element + Scalar> crate::sealed::ViewMutTarget<'a> for DVectorViewMut<'a, T> {
+    type Elem = T;
+
+    #[inline]
+    fn view_mut(mut view: TensorViewMut<'a, T>) -> Result<Self, Error> {
+        let compact = Layout::vector(view.shape(), view.strides())?.compact(VECTOR_STRIDE)?;
+        let ptr = view.as_mut_ptr();
+        // SAFETY: see SOUNDNESS: the consumed core mutable view gave exclusive, writable access
+        // to distinct elements for `'a`, and the layout is compact (`n x 1`, stride 1).
+        let storage = unsafe {
+            ViewStorageMut::from_raw_parts(ptr, (Dyn(compact.nrows), U1), (U1, Dyn(compact.nrows)))
+        };
+        Ok(Matrix::from_data(storage))
+    }
+}
+
+impl<'a, T: Element + Scalar> ViewMutTarget<'a> for DVectorViewMut<'a, T> {}
+
+// --- view or copy ------------------------------------------------------------------------------
+
+/// A view of `tensor` as `V`, or a copy of it as `O` where `mode` allows one: the body of
+/// [`view_or_copy`], with the constructors of the view type's `Cow`.
+fn cow<'a, V, O, C>(
+    tensor: &'a CheckedTensor,
+    mode: CopyMode,
+    borrowed: impl FnOnce(V) -> C,
+    owned: impl FnOnce(O) -> C,
+) -> Result<C, Error>
+where
+    V: crate::sealed::ViewTarget<'a>,
+    O: crate::OwnedMatrix,
+{
+    if mode != CopyMode::Always {
+        match V::view(tensor.view::<V::Elem>()?) {
+            Ok(view) => return Ok(borrowed(view)),
+            Err(Error::UnsupportedLayout { .. }) => {
+                mode.copy(CopyReason::Layout)?;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    crate::to_owned::<O>(tensor).map(owned)
+}
+
+/// [`view`], or a copy where it refuses the layout and `mode` allows one: a [`CowMatrix`] for
+/// `V = DMatrixView<'_, T>`, a [`CowVector`] for `V = DVectorView<'_, T>`.
+///
+/// - [`CopyMode::IfNeeded`] (the default): the view, or a copy of a layout the view refuses
+///   (steps, ranges of rows, broadcasting, negative strides, row-major order);
+/// - [`CopyMode::Never`]: the view, or [`Error::CopyRefused`] with [`CopyReason::Layout`]
+///   ([`view`] says which stride);
+/// - [`CopyMode::Always`]: a copy.
+///
+/// Mutable views have no such choice: writes to a copy would be silently lost, so
+/// [`view_mut`] always fails instead.
+///
+/// ```
+/// use dlpack_core::{CopyMode, CopyReason, Error};
+/// use nalgebra::DMatrixView;
+///
+/// // A reversed vector, like NumPy's a[::-1]: nalgebra strides cannot be negative.
+/// # let tensor = {
+/// #     use dlpack_core::{Export, ExportDesc, ManagedTensor};
+/// #     struct Reversed(Vec<i32>);
+/// #     // SAFETY: 3 elements from the last one backwards, inside the Vec.
+/// #     unsafe impl Export for Reversed {
+/// #         fn ndim(&self) -> usize { 1 }
+/// #         fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+/// #             shape.copy_from_slice(&[3]);
+/// #             strides.copy_from_slice(&[-1]);
+/// #             ExportDesc { byte_offset: 8, ..ExportDesc::host(self.0.as_mut_ptr()) }
+/// #         }
+/// #     }
+/// #     ManagedTensor::export(Reversed(vec![1, 2, 3]))?
+/// # };
+/// assert_eq!(tensor.strides(), &[-1]);
+/// let never = dlpack_nalgebra::view_or_copy::<DMatrixView<'_, i32>>(&tensor, CopyMode::Never);
+/// assert_eq!(never.unwrap_err(), Error::CopyRefused { reason: CopyReason::Layout });
+///
+/// let m = dlpack_nalgebra::view_or_copy::<DMatrixView<'_, i32>>(&tensor, CopyMode::IfNeeded)?;
+/// assert!(!m.is_borrowed());
+/// assert_eq!(m.into_owned()?.as_slice(), &[3, 2, 1]);
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
+/// # Errors
+///
+/// Those of [`view`] but [`Error::UnsupportedLayout`], whatever the mode; with
+/// [`CopyMode::Never`], [`Error::CopyRefused`] where [`view`] refuses the layout; when copying,
+/// those of [`to_owned`](crate::to_owned), such as [`Error::OutOfMemory`] when the copy does not
+/// fit in memory (a broadcast tensor).
+pub fn view_or_copy<'a, V: ViewTarget<'a>>(
+    tensor: &'a CheckedTensor,
+    mode: CopyMode,
+) -> Result<V::Cow, Error> {
+    V::view_or_copy(tensor, mode)
 }
 
 macro_rules! cow {
@@ -496,8 +694,8 @@ macro_rules! cow {
         pub enum $name<'a, T: Scalar> {
             /// A zero-copy view of the tensor.
             Borrowed($view<'a, T>),
-            /// A copy, made because the tensor's layout cannot be viewed and the caller chose
-            /// [`Fallback::Copy`].
+            /// A copy, made because the tensor's layout cannot be viewed or the caller asked for
+            /// one ([`CopyMode::Always`]).
             Owned($owned<T>),
         }
 
@@ -545,97 +743,27 @@ macro_rules! cow {
 }
 
 cow!(
-    /// A matrix import that is a zero-copy view when it can be and a copy when the caller
-    /// accepts one: what [`dmatrix_cow`] returns.
+    /// A matrix import that is a zero-copy view when it can be and a copy when it must or the
+    /// caller asks for one: what [`view_or_copy`] returns for a `DMatrixView`.
     CowMatrix,
     DMatrixView,
     DMatrix
 );
 
 cow!(
-    /// A vector import that is a zero-copy view when it can be and a copy when the caller
-    /// accepts one: what [`dvector_cow`] returns.
+    /// A vector import that is a zero-copy view when it can be and a copy when it must or the
+    /// caller asks for one: what [`view_or_copy`] returns for a `DVectorView`.
     CowVector,
     DVectorView,
     DVector
 );
 
-/// [`dmatrix_view`], with the caller's choice for layouts it refuses: [`Fallback::Fail`] (the
-/// default) returns its error, [`Fallback::Copy`] copies (as [`to_dmatrix`]).
-///
-/// Mutable views have no such choice: writes to a copy would be silently lost, so
-/// [`dmatrix_view_mut`] always fails instead.
-///
-/// ```
-/// use dlpack_nalgebra::{dmatrix_cow, Fallback};
-///
-/// // A reversed vector, like NumPy's a[::-1]: nalgebra strides cannot be negative.
-/// # let tensor = {
-/// #     use dlpack_core::{Export, ExportDesc, ManagedTensor};
-/// #     struct Reversed(Vec<i32>);
-/// #     // SAFETY: 3 elements from the last one backwards, inside the Vec.
-/// #     unsafe impl Export for Reversed {
-/// #         fn ndim(&self) -> usize { 1 }
-/// #         fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-/// #             shape.copy_from_slice(&[3]);
-/// #             strides.copy_from_slice(&[-1]);
-/// #             ExportDesc { byte_offset: 8, ..ExportDesc::host(self.0.as_mut_ptr()) }
-/// #         }
-/// #     }
-/// #     ManagedTensor::export(Reversed(vec![1, 2, 3]))?
-/// # };
-/// assert_eq!(tensor.strides(), &[-1]);
-/// assert!(dmatrix_cow(tensor.view::<i32>()?, Fallback::default()).is_err());
-///
-/// let m = dmatrix_cow(tensor.view::<i32>()?, Fallback::Copy)?;
-/// assert!(!m.is_borrowed());
-/// assert_eq!(m.into_owned()?.as_slice(), &[3, 2, 1]);
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// # Errors
-///
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, and
-/// [`Error::DimOutOfRange`] for an empty one with more than 2^24 rows or columns, whatever the
-/// fallback. With [`Fallback::Fail`], [`Error::UnsupportedLayout`] for a layout [`dmatrix_view`]
-/// refuses; with [`Fallback::Copy`], [`Error::OutOfMemory`] when the copy does not fit in memory
-/// (a broadcast tensor).
-pub fn dmatrix_cow<T: Element + Scalar>(
-    view: TensorView<'_, T>,
-    fallback: Fallback,
-) -> Result<CowMatrix<'_, T>, Error> {
-    match dmatrix_view(view) {
-        Ok(view) => Ok(CowMatrix::Borrowed(view)),
-        Err(Error::UnsupportedLayout { .. }) if fallback == Fallback::Copy => {
-            to_dmatrix(view).map(CowMatrix::Owned)
-        }
-        Err(e) => Err(e),
-    }
-}
+// --- strided views -----------------------------------------------------------------------------
 
-/// [`dvector_view`], with the caller's choice for strides it refuses, as [`dmatrix_cow`]:
-/// [`Fallback::Fail`] (the default) returns the error, [`Fallback::Copy`] copies.
-///
-/// # Errors
-///
-/// [`Error::NdimMismatch`] for a tensor that is not 1-d, whatever the fallback. With
-/// [`Fallback::Fail`], [`Error::UnsupportedLayout`] for a stride other than 1; with
-/// [`Fallback::Copy`], [`Error::OutOfMemory`] when the copy does not fit in memory.
-pub fn dvector_cow<T: Element + Scalar>(
-    view: TensorView<'_, T>,
-    fallback: Fallback,
-) -> Result<CowVector<'_, T>, Error> {
-    match dvector_view(view) {
-        Ok(view) => Ok(CowVector::Borrowed(view)),
-        Err(Error::UnsupportedLayout { .. }) if fallback == Fallback::Copy => {
-            to_dvector(view).map(CowVector::Owned)
-        }
-        Err(e) => Err(e),
-    }
-}
-
-/// A zero-copy read-only view of a 1-d or 2-d tensor with its own strides, whatever they are
-/// unless negative: a row-major tensor becomes a view with strides `(ncols, 1)`.
+/// A zero-copy view of a tensor with its own strides, whatever they are unless negative, in a
+/// nalgebra view type with run-time strides, which the type argument picks:
+/// `DMatrixView<'_, T, Dyn, Dyn>` for a 1-d or 2-d tensor, `DVectorView<'_, T, Dyn, Dyn>` for a
+/// 1-d one ([`StridedViewTarget`]). A row-major tensor becomes a view with strides `(ncols, 1)`.
 ///
 /// ```
 /// # use dlpack_core::{Export, ExportDesc, ManagedTensor};
@@ -650,9 +778,11 @@ pub fn dvector_cow<T: Element + Scalar>(
 /// #     }
 /// # }
 /// # let tensor = ManagedTensor::export(RowMajor(vec![0.0, 1.0, 2.0, 10.0, 11.0, 12.0]))?;
+/// use nalgebra::{DMatrixView, Dyn};
+///
 /// assert_eq!((tensor.shape(), tensor.strides()), (&[2, 3][..], &[3, 1][..]));
 /// // SAFETY: the view is only indexed, never iterated, compared or multiplied.
-/// let m = unsafe { dlpack_nalgebra::dmatrix_view_strided(tensor.view::<f64>()?)? };
+/// let m = unsafe { dlpack_nalgebra::view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor)? };
 /// assert_eq!((m.shape(), m.strides()), ((2, 3), (3, 1)));
 /// assert_eq!(m[(1, 2)], 12.0);
 /// # Ok::<(), dlpack_core::Error>(())
@@ -660,9 +790,9 @@ pub fn dvector_cow<T: Element + Scalar>(
 ///
 /// # Errors
 ///
-/// [`Error::UnsupportedLayout`] for a negative stride, [`Error::NdimMismatch`] for a tensor that
-/// is neither 1-d nor 2-d, [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows
-/// or columns.
+/// Those of [`CheckedTensor::view`], [`Error::UnsupportedLayout`] for a negative stride,
+/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d (not 1-d, for a vector view),
+/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or columns.
 ///
 /// # Safety
 ///
@@ -681,283 +811,124 @@ pub fn dvector_cow<T: Element + Scalar>(
 ///   BLAS-style routines (`axpy`, `gemv`, `gemm` and the `*` operators built on them), which
 ///   write outside their output.
 ///
-/// Element access by index (`m[(i, j)]`, `get`) is always sound. Prefer [`dmatrix_view`],
-/// [`dmatrix_view_transposed`] or a copy.
-pub unsafe fn dmatrix_view_strided<T: Element + Scalar>(
-    view: TensorView<'_, T>,
-) -> Result<DMatrixView<'_, T, Dyn, Dyn>, Error> {
-    let layout = Layout::matrix(view.shape(), view.strides())?;
-    let (rs, cs) = layout.non_negative()?;
-    // SAFETY: see SOUNDNESS: every element the view addresses is an initialised, aligned
-    // `T` that nobody writes for the view's lifetime; the caller keeps the view away from what
-    // nalgebra 0.35 mishandles on its layout (this function's contract).
-    let storage = unsafe {
-        ViewStorage::from_raw_parts(
-            view.as_ptr(),
-            (Dyn(layout.nrows), Dyn(layout.ncols)),
-            (Dyn(rs), Dyn(cs)),
-        )
-    };
-    Ok(Matrix::from_data(storage))
+/// Element access by index (`m[(i, j)]`, `get`) is always sound. Prefer [`view`],
+/// [`view_transposed`] or a copy.
+#[inline]
+pub unsafe fn view_strided<'a, V: StridedViewTarget<'a>>(
+    tensor: &'a CheckedTensor,
+) -> Result<V, Error> {
+    let view = tensor.view::<V::Elem>()?;
+    // SAFETY: forwarded contract (this function's).
+    unsafe { V::view_strided(view) }
 }
 
-/// A zero-copy mutable view of a 1-d or 2-d tensor with its own strides (except negative ones):
-/// the mutable [`dmatrix_view_strided`]. Writes land in the tensor's memory.
+/// A zero-copy mutable view of a tensor with its own strides (except negative ones): the
+/// mutable [`view_strided`], as `DMatrixViewMut<'_, T, Dyn, Dyn>` or
+/// `DVectorViewMut<'_, T, Dyn, Dyn>` ([`StridedViewMutTarget`]). Writes land in the tensor's
+/// memory.
 ///
 /// # Errors
 ///
-/// As for [`dmatrix_view_strided`].
+/// Those of [`ManagedTensor::view_mut`] ([`Error::ReadOnly`], [`Error::OverlappingStrides`],
+/// ...), and those of [`view_strided`].
 ///
 /// # Safety
 ///
-/// As for [`dmatrix_view_strided`]: unless the view's strides are `(1, nrows)`, the caller must
-/// not iterate it from the back (`iter_mut().next_back()` may hand out one element twice), and
+/// As for [`view_strided`]: unless the view's strides are `(1, nrows)`, the caller must not
+/// iterate it from the back (`iter_mut().next_back()` may hand out one element twice), and
 /// unless its row stride is 1, must not iterate it, nor feed it to nalgebra's BLAS-style
 /// routines, which for such views read and write outside the tensor.
-pub unsafe fn dmatrix_view_strided_mut<T: Element + Scalar>(
-    mut view: TensorViewMut<'_, T>,
-) -> Result<DMatrixViewMut<'_, T, Dyn, Dyn>, Error> {
-    let layout = Layout::matrix(view.shape(), view.strides())?;
-    let (rs, cs) = layout.non_negative()?;
-    let ptr = view.as_mut_ptr();
-    // SAFETY: see SOUNDNESS: the consumed core mutable view gave exclusive, writable access
-    // to distinct elements for the view's lifetime; the caller keeps the view away from what
-    // nalgebra 0.35 mishandles on its layout (this function's contract).
-    let storage = unsafe {
-        ViewStorageMut::from_raw_parts(
-            ptr,
-            (Dyn(layout.nrows), Dyn(layout.ncols)),
-            (Dyn(rs), Dyn(cs)),
-        )
-    };
-    Ok(Matrix::from_data(storage))
+#[inline]
+pub unsafe fn view_strided_mut<'a, V: StridedViewMutTarget<'a>>(
+    tensor: &'a mut impl TensorMut,
+) -> Result<V, Error> {
+    let view = tensor.typed_view_mut::<V::Elem>()?;
+    // SAFETY: forwarded contract (this function's).
+    unsafe { V::view_strided_mut(view) }
 }
 
-/// A zero-copy read-only view of a 1-d tensor with its own stride, whatever it is unless
-/// negative.
-///
-/// # Errors
-///
-/// [`Error::UnsupportedLayout`] for a negative stride, [`Error::NdimMismatch`] for a tensor that
-/// is not 1-d.
-///
-/// # Safety
-///
-/// As for [`dmatrix_view_strided`]: unless the stride is 1, the caller must not iterate over the
-/// view (from either end), nor apply the nalgebra operations built on iterators, nor pass it to
-/// nalgebra's BLAS-style routines (`axpy`, `gemv`, ...), which for such views read and write
-/// outside the tensor. Element access by index is sound.
-pub unsafe fn dvector_view_strided<T: Element + Scalar>(
-    view: TensorView<'_, T>,
-) -> Result<DVectorView<'_, T, Dyn, Dyn>, Error> {
-    let layout = Layout::vector(view.shape(), view.strides())?;
-    let (rs, cs) = layout.non_negative()?;
-    // SAFETY: as in `dmatrix_view_strided`, for a one-column layout.
-    let storage = unsafe {
-        ViewStorage::from_raw_parts(view.as_ptr(), (Dyn(layout.nrows), U1), (Dyn(rs), Dyn(cs)))
-    };
-    Ok(Matrix::from_data(storage))
-}
+impl<'a, T: Element + Scalar> crate::sealed::StridedViewTarget<'a>
+    for DMatrixView<'a, T, Dyn, Dyn>
+{
+    type Elem = T;
 
-/// A zero-copy mutable view of a 1-d tensor with its own stride (except negative): the mutable
-/// [`dvector_view_strided`].
-///
-/// # Errors
-///
-/// As for [`dvector_view_strided`].
-///
-/// # Safety
-///
-/// As for [`dvector_view_strided`].
-pub unsafe fn dvector_view_strided_mut<T: Element + Scalar>(
-    mut view: TensorViewMut<'_, T>,
-) -> Result<DVectorViewMut<'_, T, Dyn, Dyn>, Error> {
-    let layout = Layout::vector(view.shape(), view.strides())?;
-    let (rs, cs) = layout.non_negative()?;
-    let ptr = view.as_mut_ptr();
-    // SAFETY: as in `dmatrix_view_strided_mut`, for a one-column layout.
-    let storage =
-        unsafe { ViewStorageMut::from_raw_parts(ptr, (Dyn(layout.nrows), U1), (Dyn(rs), Dyn(cs))) };
-    Ok(Matrix::from_data(storage))
-}
-
-/// Copies a 1-d or 2-d tensor of any layout (negative, zero and row-major strides included)
-/// into a new `DMatrix`. A 1-d tensor becomes a column.
-///
-/// ```
-/// let tensor = dlpack_core::ManagedTensor::export(vec![1u16, 2, 3])?;
-/// let m = dlpack_nalgebra::to_dmatrix(tensor.view::<u16>()?)?;
-/// assert_eq!(m.shape(), (3, 1));
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// # Errors
-///
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, [`Error::OutOfMemory`]
-/// when the copy does not fit in memory (a broadcast tensor can describe far more elements than
-/// its memory holds), [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or
-/// columns (see the [module docs](self)).
-pub fn to_dmatrix<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DMatrix<T>, Error> {
-    let layout = Layout::matrix(view.shape(), view.strides())?;
-    let (nrows, ncols) = (layout.nrows, layout.ncols);
-    if layout.is_vector_like() {
-        // At most one row or column: row-major order (core's gather) is column-major order.
-        return Ok(DMatrix::from_vec(nrows, ncols, view.to_vec()?));
+    unsafe fn view_strided(view: TensorView<'a, T>) -> Result<Self, Error> {
+        let layout = Layout::matrix(view.shape(), view.strides())?;
+        let (rs, cs) = layout.non_negative()?;
+        // SAFETY: see SOUNDNESS: every element the view addresses is an initialised, aligned
+        // `T` that nobody writes for `'a`; the caller keeps the view away from what nalgebra
+        // 0.35 mishandles on its layout (`view_strided`'s contract).
+        let storage = unsafe {
+            ViewStorage::from_raw_parts(
+                view.as_ptr(),
+                (Dyn(layout.nrows), Dyn(layout.ncols)),
+                (Dyn(rs), Dyn(cs)),
+            )
+        };
+        Ok(Matrix::from_data(storage))
     }
-    // A 2-d tensor from here on. The Vec is allocated first, so that a tensor too large for
-    // memory (a broadcast one describes far more elements than its memory holds) is an error.
-    let mut data = dlpack_core::try_vec_with_capacity::<T>(view.len())?;
-    if layout.compact(COLUMN_MAJOR).is_ok() {
-        // SAFETY: see SOUNDNESS: a compact column-major layout's elements are the `view.len()`
-        // consecutive, initialised, aligned `T`s from `as_ptr()` (non-empty here), inside one
-        // allocation, which nobody writes while `view` lives.
-        data.extend_from_slice(unsafe { core::slice::from_raw_parts(view.as_ptr(), view.len()) });
-    } else if let Some(rows) = view.as_slice() {
-        // Compact row-major: element [i, j] is `rows[i * ncols + j]`.
-        for j in 0..ncols {
-            data.extend((0..nrows).map(|i| rows[i * ncols + j]));
-        }
-    } else {
-        // Anything else (steps, negative or zero strides): one element at a time, through core's
-        // checked indexing, in column-major order (every index here is in bounds).
-        for j in 0..ncols {
-            data.extend((0..nrows).filter_map(|i| view.get(&[i, j]).copied()));
-        }
+}
+
+impl<'a, T: Element + Scalar> StridedViewTarget<'a> for DMatrixView<'a, T, Dyn, Dyn> {}
+
+impl<'a, T: Element + Scalar> crate::sealed::StridedViewTarget<'a>
+    for DVectorView<'a, T, Dyn, Dyn>
+{
+    type Elem = T;
+
+    unsafe fn view_strided(view: TensorView<'a, T>) -> Result<Self, Error> {
+        let layout = Layout::vector(view.shape(), view.strides())?;
+        let (rs, cs) = layout.non_negative()?;
+        // SAFETY: as for the matrix view, for a one-column layout.
+        let storage = unsafe {
+            ViewStorage::from_raw_parts(view.as_ptr(), (Dyn(layout.nrows), U1), (Dyn(rs), Dyn(cs)))
+        };
+        Ok(Matrix::from_data(storage))
     }
-    Ok(DMatrix::from_vec(nrows, ncols, data))
 }
 
-/// Copies a 1-d tensor of any stride (negative and zero included) into a new `DVector`.
-///
-/// # Errors
-///
-/// [`Error::NdimMismatch`] for a tensor that is not 1-d, [`Error::OutOfMemory`] when the copy
-/// does not fit in memory.
-pub fn to_dvector<T: Element + Scalar>(view: TensorView<'_, T>) -> Result<DVector<T>, Error> {
-    Layout::vector(view.shape(), view.strides())?;
-    Ok(DVector::from_vec(view.to_vec()?))
-}
+impl<'a, T: Element + Scalar> StridedViewTarget<'a> for DVectorView<'a, T, Dyn, Dyn> {}
 
-/// Turns a tensor into an owned `DMatrix`, without a copy when it can:
-///
-/// 1. a tensor exported from a `DMatrix<T>` ([`export`](fn@crate::export)) gives it back;
-/// 2. one exported from a `DVector<T>` gives its storage back as an `n x 1` matrix;
-/// 3. a 1-d tensor, or a 2-d one with at most one row or column, whose producer owns its
-///    elements as a `Vec<T>` ([`ManagedTensor::into_vec`]: a `Vec`, a `Box<[T]>`, a standard
-///    layout ndarray `Array`, ...) gives that `Vec`;
-/// 4. anything else is copied ([`to_dmatrix`]).
-///
-/// ```
-/// use nalgebra::DMatrix;
-///
-/// let m = DMatrix::from_fn(2, 3, |i, j| (i * j) as f32);
-/// let data = m.as_ptr();
-/// let raw = dlpack_nalgebra::export(m)?.into_raw()?;
-/// // ... a consumer hands the tensor back ...
-/// // SAFETY: `raw` is a live tensor that we own.
-/// let tensor = unsafe { dlpack_core::ManagedTensor::from_raw(raw)? };
-/// let back = dlpack_nalgebra::into_dmatrix::<f32>(tensor)?;
-/// assert_eq!(back.as_ptr(), data); // reclaimed, not copied
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// # Errors
-///
-/// [`Error::NdimMismatch`] for a tensor that is neither 1-d nor 2-d, those of
-/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view) (dtype, device, alignment), and
-/// [`Error::OutOfMemory`] when a copy does not fit in memory (a broadcast tensor),
-/// [`Error::DimOutOfRange`] for an empty tensor with more than 2^24 rows or columns that is not
-/// an exported `DMatrix` coming back. The tensor is consumed: on error it is dropped, so its
-/// deleter has run.
-pub fn into_dmatrix<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DMatrix<T>, Error> {
-    let tensor = match tensor.reclaim::<DMatrixProducer<T>>() {
-        Ok(producer) => return Ok(producer.into_inner()),
-        Err(tensor) => tensor,
-    };
-    let tensor = match tensor.reclaim::<DVectorProducer<T>>() {
-        Ok(producer) => {
-            let vector = producer.into_inner();
-            let nrows = vector.nrows();
-            return Ok(DMatrix::from_vec(nrows, 1, Vec::from(vector.data)));
-        }
-        Err(tensor) => tensor,
-    };
-    let layout = Layout::matrix(tensor.shape(), tensor.strides())?;
-    let tensor = if layout.is_vector_like() {
-        match tensor.into_vec::<T>() {
-            Ok(vec) => return Ok(DMatrix::from_vec(layout.nrows, layout.ncols, vec)),
-            Err(tensor) => tensor,
-        }
-    } else {
-        tensor
-    };
-    to_dmatrix(tensor.view::<T>()?)
-}
+impl<'a, T: Element + Scalar> crate::sealed::StridedViewMutTarget<'a>
+    for DMatrixViewMut<'a, T, Dyn, Dyn>
+{
+    type Elem = T;
 
-/// Turns a 1-d tensor into an owned `DVector`, without a copy when it can: a tensor exported
-/// from a `DVector<T>` gives it back; a producer that owns its elements as a `Vec<T>` gives that
-/// ([`ManagedTensor::into_vec`]); anything else is copied ([`to_dvector`]).
-///
-/// ```
-/// let v = vec![1.0f64, 2.0];
-/// let data = v.as_ptr();
-/// let tensor = dlpack_core::ManagedTensor::export(v)?;
-/// let vector = dlpack_nalgebra::into_dvector::<f64>(tensor)?;
-/// assert_eq!(vector.as_ptr(), data); // the Vec's buffer, not a copy
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// # Errors
-///
-/// [`Error::NdimMismatch`] for a tensor that is not 1-d, those of
-/// [`CheckedTensor::view`](dlpack_core::CheckedTensor::view), and [`Error::OutOfMemory`] when a
-/// copy does not fit in memory. The tensor is consumed (dropped on error).
-pub fn into_dvector<T: Element + Scalar>(tensor: ManagedTensor) -> Result<DVector<T>, Error> {
-    let tensor = match tensor.reclaim::<DVectorProducer<T>>() {
-        Ok(producer) => return Ok(producer.into_inner()),
-        Err(tensor) => tensor,
-    };
-    Layout::vector(tensor.shape(), tensor.strides())?;
-    let tensor = match tensor.into_vec::<T>() {
-        Ok(vec) => return Ok(DVector::from_vec(vec)),
-        Err(tensor) => tensor,
-    };
-    to_dvector(tensor.view::<T>()?)
-}
-
-/// Turns a tensor into an `SMatrix<T, R, C>`: a tensor exported from one gives it back without a
-/// copy; anything else of shape `[R, C]` (or `[R]` when `C` is 1) is copied.
-///
-/// ```
-/// use nalgebra::Matrix2x3;
-///
-/// let m = Matrix2x3::new(1u8, 2, 3, 4, 5, 6);
-/// let tensor = dlpack_nalgebra::export(m)?;
-/// let back: Matrix2x3<u8> = dlpack_nalgebra::into_smatrix(tensor)?;
-/// assert_eq!(back, m);
-/// # Ok::<(), dlpack_core::Error>(())
-/// ```
-///
-/// # Errors
-///
-/// [`Error::ShapeMismatch`] for another shape; otherwise as for [`into_dmatrix`].
-pub fn into_smatrix<T: Element + Scalar, const R: usize, const C: usize>(
-    tensor: ManagedTensor,
-) -> Result<SMatrix<T, R, C>, Error> {
-    let tensor = match tensor.reclaim::<SMatrixProducer<T, R, C>>() {
-        Ok(producer) => return Ok(producer.into_inner()),
-        Err(tensor) => tensor,
-    };
-    let layout = Layout::matrix(tensor.shape(), tensor.strides())?;
-    if (layout.nrows, layout.ncols) != (R, C) {
-        return Err(Error::ShapeMismatch {
-            found: tensor.shape().to_vec(),
-            expected: vec![
-                i64::try_from(R).unwrap_or(i64::MAX),
-                i64::try_from(C).unwrap_or(i64::MAX),
-            ],
-        });
+    unsafe fn view_strided_mut(mut view: TensorViewMut<'a, T>) -> Result<Self, Error> {
+        let layout = Layout::matrix(view.shape(), view.strides())?;
+        let (rs, cs) = layout.non_negative()?;
+        let ptr = view.as_mut_ptr();
+        // SAFETY: see SOUNDNESS: the consumed core mutable view gave exclusive, writable access
+        // to distinct elements for `'a`; the caller keeps the view away from what nalgebra 0.35
+        // mishandles on its layout (`view_strided_mut`'s contract).
+        let storage = unsafe {
+            ViewStorageMut::from_raw_parts(
+                ptr,
+                (Dyn(layout.nrows), Dyn(layout.ncols)),
+                (Dyn(rs), Dyn(cs)),
+            )
+        };
+        Ok(Matrix::from_data(storage))
     }
-    let copy = to_dmatrix(tensor.view::<T>()?)?;
-    Ok(SMatrix::from_column_slice(copy.as_slice()))
 }
+
+impl<'a, T: Element + Scalar> StridedViewMutTarget<'a> for DMatrixViewMut<'a, T, Dyn, Dyn> {}
+
+impl<'a, T: Element + Scalar> crate::sealed::StridedViewMutTarget<'a>
+    for DVectorViewMut<'a, T, Dyn, Dyn>
+{
+    type Elem = T;
+
+    unsafe fn view_strided_mut(mut view: TensorViewMut<'a, T>) -> Result<Self, Error> {
+        let layout = Layout::vector(view.shape(), view.strides())?;
+        let (rs, cs) = layout.non_negative()?;
+        let ptr = view.as_mut_ptr();
+        // SAFETY: as for the mutable matrix view, for a one-column layout.
+        let storage = unsafe {
+            ViewStorageMut::from_raw_parts(ptr, (Dyn(layout.nrows), U1), (Dyn(rs), Dyn(cs)))
+        };
+        Ok(Matrix::from_data(storage))
+    }
+}
+
+impl<'a, T: Element + Scalar> StridedViewMutTarget<'a> for DVectorViewMut<'a, T, Dyn, Dyn> {}

@@ -1,16 +1,18 @@
 //! Bad input from a foreign producer, through every nalgebra import: each is a typed
 //! [`Error`] whose message says what was found and what was expected, and the tensor's deleter
-//! runs exactly once, whether the tensor is refused by a view (and dropped later) or consumed by
-//! an owning import (`into_dmatrix`, `into_dvector`, `into_smatrix`), which drops it at once.
+//! runs exactly once, whether the tensor is refused by a view (and dropped later) or by
+//! `into_owned`, which gives it back untouched (and the caller drops it).
 
 mod common;
 
 use common::{Built, Data, Foreign, import, strided};
 use dlpack_core::ffi::DLManagedTensorVersioned;
-use dlpack_core::{DataType, Device, DeviceType, Error, Flags, ManagedTensor};
+use dlpack_core::{CopyMode, DataType, Device, DeviceType, Error, Flags, ManagedTensor};
 use dlpack_nalgebra::{
-    Fallback, dmatrix_cow, dmatrix_view, dmatrix_view_mut, dmatrix_view_transposed_mut,
-    dvector_view, dvector_view_mut, into_dmatrix, into_dvector, into_smatrix, to_dmatrix,
+    OwnedMatrix, into_owned, to_owned, view, view_mut, view_or_copy, view_transposed_mut,
+};
+use nalgebra::{
+    DMatrix, DMatrixView, DMatrixViewMut, DVector, DVectorView, DVectorViewMut, SMatrix,
 };
 
 /// Drops an imported tensor and checks that its deleter ran exactly once.
@@ -20,22 +22,35 @@ fn drop_once(tensor: ManagedTensor, built: &Built<DLManagedTensorVersioned>) {
     assert_eq!(built.deletes(), 1, "the deleter runs exactly once");
 }
 
-/// Passes a fresh import of `foreign` to an owning import, which must fail with `expected` and
-/// have deleted the tensor exactly once by the time it returns.
+/// Passes a fresh import of `foreign` to `into_owned::<M>` under every copy mode, which must
+/// fail with `expected` and give the tensor back undeleted; dropping it then deletes it once.
 #[track_caller]
-fn consumed_with_error<T: std::fmt::Debug>(
-    foreign: &Foreign,
-    owning_import: impl FnOnce(ManagedTensor) -> Result<T, Error>,
-    expected: &Error,
-) {
+fn refused_with_error<M: OwnedMatrix + std::fmt::Debug>(foreign: &Foreign, expected: &Error) {
+    for mode in [CopyMode::IfNeeded, CopyMode::Never, CopyMode::Always] {
+        assert_eq!(&refusal::<M>(foreign, mode), expected, "{mode:?}");
+    }
+}
+
+/// As [`refused_with_error`], for an error that only the copy meets (device, memory): under
+/// `CopyMode::Never`, the refusal is that of the copy.
+#[track_caller]
+fn copy_fails_with<M: OwnedMatrix + std::fmt::Debug>(foreign: &Foreign, expected: &Error) {
+    for mode in [CopyMode::IfNeeded, CopyMode::Always] {
+        assert_eq!(&refusal::<M>(foreign, mode), expected, "{mode:?}");
+    }
+    let never = refusal::<M>(foreign, CopyMode::Never);
+    assert!(matches!(never, Error::CopyRefused { .. }), "{never:?}");
+}
+
+/// The error of `into_owned::<M>` of a fresh import of `foreign` under `mode`, which must give
+/// the tensor back undeleted; dropping it then deletes it once.
+#[track_caller]
+fn refusal<M: OwnedMatrix + std::fmt::Debug>(foreign: &Foreign, mode: CopyMode) -> Error {
     let built = foreign.clone().build();
-    let err = owning_import(import(&built)).expect_err("the import must fail");
-    assert_eq!(&err, expected);
-    assert_eq!(
-        built.deletes(),
-        1,
-        "a consumed tensor is deleted exactly once ({err})"
-    );
+    let refused = into_owned::<M>(import(&built), mode).expect_err("the import must fail");
+    assert_eq!(built.deletes(), 0, "a refused tensor comes back ({mode:?})");
+    drop_once(refused.value, &built);
+    refused.error
 }
 
 /// Checks that an error's message contains every fragment.
@@ -61,40 +76,37 @@ fn dtype_mismatch_is_refused_by_views_and_owning_imports() {
     };
     let built = f32_matrix().build();
     let mut tensor = import(&built);
-    let err = tensor.view::<f64>().and_then(dmatrix_view).unwrap_err();
+    let err = view::<DMatrixView<'_, f64>>(&tensor).unwrap_err();
     assert_eq!(err, expected);
     says(&err, &["float32", "expected float64"]);
     assert_eq!(
-        tensor
-            .view_mut::<f64>()
-            .and_then(dmatrix_view_mut)
-            .unwrap_err(),
+        view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap_err(),
         expected
     );
     // The right type still works afterwards.
-    assert_eq!(
-        dmatrix_view(tensor.view::<f32>().unwrap()).unwrap()[(1, 2)],
-        6.0
-    );
+    assert_eq!(view::<DMatrixView<'_, f32>>(&tensor).unwrap()[(1, 2)], 6.0);
     drop_once(tensor, &built);
 
-    consumed_with_error(&f32_matrix(), into_dmatrix::<f64>, &expected);
-    consumed_with_error(&f32_matrix(), into_smatrix::<f64, 2, 3>, &expected);
+    refused_with_error::<DMatrix<f64>>(&f32_matrix(), &expected);
+    refused_with_error::<SMatrix<f64, 2, 3>>(&f32_matrix(), &expected);
     let vector = Foreign::of(&[1.0f32, 2.0], &[2]);
-    consumed_with_error(&vector, into_dvector::<f64>, &expected);
+    refused_with_error::<DVector<f64>>(&vector, &expected);
 }
 
 #[test]
 fn dtype_mismatch_between_matrix_producers_is_refused_not_reinterpreted() {
     // An exported DMatrix<i32> asked for as f32 (the same size): a typed error, no reclaim.
-    let tensor = dlpack_nalgebra::export(nalgebra::DMatrix::<i32>::zeros(2, 2)).unwrap();
+    let tensor = dlpack_nalgebra::into_dlpack(DMatrix::<i32>::zeros(2, 2)).unwrap();
+    let refused = into_owned::<DMatrix<f32>>(tensor, CopyMode::Never).unwrap_err();
     assert_eq!(
-        into_dmatrix::<f32>(tensor).unwrap_err(),
+        refused.error,
         Error::DataTypeMismatch {
             found: DataType::I32,
             expected: DataType::F32
         }
     );
+    let (back, _) = into_owned::<DMatrix<i32>>(refused.value, CopyMode::Never).unwrap();
+    assert_eq!(back, DMatrix::zeros(2, 2));
 }
 
 // --- ndim ----------------------------------------------------------------------------------------
@@ -108,51 +120,43 @@ fn ndim_mismatch_is_refused_by_views_and_owning_imports() {
         found: 3,
         expected: 2,
     };
-    let err = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap_err();
+    let err = view::<DMatrixView<'_, f64>>(&tensor).unwrap_err();
     assert_eq!(err, matrix);
     says(&err, &["3 dimensions", "expected 2"]);
     assert_eq!(
-        dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap_err(),
+        view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap_err(),
         matrix
     );
     assert_eq!(
-        dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap_err(),
+        view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap_err(),
         matrix
     );
-    assert_eq!(
-        to_dmatrix(tensor.view::<f64>().unwrap()).unwrap_err(),
-        matrix
-    );
+    assert_eq!(to_owned::<DMatrix<f64>>(&tensor).unwrap_err(), matrix);
     let vector = Error::NdimMismatch {
         found: 3,
         expected: 1,
     };
+    assert_eq!(view::<DVectorView<'_, f64>>(&tensor).unwrap_err(), vector);
     assert_eq!(
-        dvector_view(tensor.view::<f64>().unwrap()).unwrap_err(),
-        vector
-    );
-    assert_eq!(
-        dvector_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap_err(),
+        view_mut::<DVectorViewMut<'_, f64>>(&mut tensor).unwrap_err(),
         vector
     );
     drop_once(tensor, &built);
 
-    consumed_with_error(&cube, into_dmatrix::<f64>, &matrix);
-    consumed_with_error(&cube, into_smatrix::<f64, 2, 2>, &matrix);
-    consumed_with_error(&cube, into_dvector::<f64>, &vector);
+    refused_with_error::<DMatrix<f64>>(&cube, &matrix);
+    refused_with_error::<SMatrix<f64, 2, 2>>(&cube, &matrix);
+    refused_with_error::<DVector<f64>>(&cube, &vector);
     let scalar = Foreign::of(&[1.0f64], &[]);
-    consumed_with_error(
+    refused_with_error::<DMatrix<f64>>(
         &scalar,
-        into_dmatrix::<f64>,
         &Error::NdimMismatch {
             found: 0,
             expected: 2,
         },
     );
     let matrix_2d = Foreign::new(DataType::F64, &[2, 2]);
-    consumed_with_error(
+    refused_with_error::<DVector<f64>>(
         &matrix_2d,
-        into_dvector::<f64>,
         &Error::NdimMismatch {
             found: 2,
             expected: 1,
@@ -162,9 +166,8 @@ fn ndim_mismatch_is_refused_by_views_and_owning_imports() {
 
 #[test]
 fn shape_mismatch_for_a_static_matrix_is_refused_and_the_tensor_deleted_once() {
-    consumed_with_error(
+    refused_with_error::<SMatrix<f32, 3, 2>>(
         &f32_matrix(),
-        into_smatrix::<f32, 3, 2>,
         &Error::ShapeMismatch {
             found: vec![2, 3],
             expected: vec![3, 2],
@@ -185,23 +188,20 @@ fn non_host_device_is_refused_by_views_and_owning_imports() {
     };
     let built = cuda.clone().build();
     let mut tensor = import(&built);
-    let err = tensor.view::<f32>().and_then(dmatrix_view).unwrap_err();
+    let err = view::<DMatrixView<'_, f32>>(&tensor).unwrap_err();
     assert_eq!(err, expected);
     says(&err, &["cuda:1"]);
     assert_eq!(
-        tensor
-            .view_mut::<f32>()
-            .and_then(dmatrix_view_mut)
-            .unwrap_err(),
+        view_mut::<DMatrixViewMut<'_, f32>>(&mut tensor).unwrap_err(),
         expected
     );
     drop_once(tensor, &built);
 
-    consumed_with_error(&cuda, into_dmatrix::<f32>, &expected);
+    copy_fails_with::<DMatrix<f32>>(&cuda, &expected);
     let cuda_vector = Foreign::new(DataType::F32, &[4])
         .on(DeviceType::CUDA, 1)
         .data(Data::Fake(0x7000_0000));
-    consumed_with_error(&cuda_vector, into_dvector::<f32>, &expected);
+    copy_fails_with::<DVector<f32>>(&cuda_vector, &expected);
 }
 
 // --- alignment -----------------------------------------------------------------------------------
@@ -215,22 +215,23 @@ fn misaligned_data_is_refused_by_views_and_owning_imports() {
     let address = built.buffer_addr() + 4;
     let expected = Error::Misaligned { address, align: 8 };
     let mut tensor = import(&built);
-    let err = tensor.view::<f64>().and_then(dmatrix_view).unwrap_err();
+    let err = view::<DMatrixView<'_, f64>>(&tensor).unwrap_err();
     assert_eq!(err, expected);
     says(&err, &[&format!("{address:#x}"), "8 bytes"]);
     assert_eq!(
-        tensor
-            .view_mut::<f64>()
-            .and_then(dmatrix_view_mut)
-            .unwrap_err(),
+        view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap_err(),
         expected
     );
     drop_once(tensor, &built);
 
     let built = misaligned.build();
-    let err = into_dmatrix::<f64>(import(&built)).unwrap_err();
-    assert!(matches!(err, Error::Misaligned { align: 8, .. }), "{err:?}");
-    assert_eq!(built.deletes(), 1);
+    let refused = into_owned::<DMatrix<f64>>(import(&built), CopyMode::IfNeeded).unwrap_err();
+    assert!(
+        matches!(refused.error, Error::Misaligned { align: 8, .. }),
+        "{:?}",
+        refused.error
+    );
+    drop_once(refused.value, &built);
 }
 
 // --- mutable access ------------------------------------------------------------------------------
@@ -240,26 +241,20 @@ fn read_only_tensor_is_refused_mutably_but_viewed_and_copied() {
     let read_only = f32_matrix().flags(Flags::READ_ONLY.0);
     let built = read_only.clone().build();
     let mut tensor = import(&built);
-    let err = tensor
-        .view_mut::<f32>()
-        .and_then(dmatrix_view_mut)
-        .unwrap_err();
+    let err = view_mut::<DMatrixViewMut<'_, f32>>(&mut tensor).unwrap_err();
     assert_eq!(err, Error::ReadOnly);
     says(&err, &["read-only"]);
     assert_eq!(
-        tensor
-            .view_mut::<f32>()
-            .and_then(dmatrix_view_transposed_mut)
-            .unwrap_err(),
+        view_transposed_mut::<f32>(&mut tensor).unwrap_err(),
         Error::ReadOnly
     );
-    let view = dmatrix_view(tensor.view::<f32>().unwrap()).unwrap();
+    let view = view::<DMatrixView<'_, f32>>(&tensor).unwrap();
     assert_eq!(view[(0, 1)], 3.0);
     drop_once(tensor, &built);
 
     // An owning import of a foreign tensor copies: allowed for read-only data.
     let built = read_only.build();
-    let m = into_dmatrix::<f32>(import(&built)).unwrap();
+    let (m, _) = into_owned::<DMatrix<f32>>(import(&built), CopyMode::IfNeeded).unwrap();
     assert_eq!(built.deletes(), 1);
     assert_eq!(m[(1, 2)], 6.0);
 }
@@ -269,15 +264,9 @@ fn foreign_legacy_tensor_is_read_only_so_refused_mutably() {
     let built = f32_matrix().build_legacy();
     // SAFETY: the fixture's legacy block is live, well-formed and handed over once.
     let mut tensor = unsafe { ManagedTensor::from_raw_legacy(built.ptr) }.unwrap();
-    let err = tensor
-        .view_mut::<f32>()
-        .and_then(dmatrix_view_mut)
-        .unwrap_err();
+    let err = view_mut::<DMatrixViewMut<'_, f32>>(&mut tensor).unwrap_err();
     assert_eq!(err, Error::ReadOnly);
-    assert_eq!(
-        dmatrix_view(tensor.view::<f32>().unwrap()).unwrap()[(1, 0)],
-        2.0
-    );
+    assert_eq!(view::<DMatrixView<'_, f32>>(&tensor).unwrap()[(1, 0)], 2.0);
     drop(tensor);
     assert_eq!(built.deletes(), 1);
 }
@@ -295,10 +284,7 @@ fn overlapping_strides_are_refused_mutably() {
         let values: Vec<f64> = (0..len).map(f64::from).collect();
         let built = strided(&values, shape, strides, 0).build();
         let mut tensor = import(&built);
-        let err = tensor
-            .view_mut::<f64>()
-            .and_then(dmatrix_view_mut)
-            .unwrap_err();
+        let err = view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap_err();
         assert_eq!(
             err,
             Error::OverlappingStrides {
@@ -309,9 +295,9 @@ fn overlapping_strides_are_refused_mutably() {
         says(&err, &[&format!("{strides:?}"), "share memory"]);
         // Read-only, the elements are there, but overlapping layouts are not compact, so no
         // safe nalgebra view either: a copy.
-        let err = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap_err();
+        let err = view::<DMatrixView<'_, f64>>(&tensor).unwrap_err();
         assert!(matches!(err, Error::UnsupportedLayout { .. }), "{err:?}");
-        let copy = to_dmatrix(tensor.view::<f64>().unwrap()).unwrap();
+        let copy = to_owned::<DMatrix<f64>>(&tensor).unwrap();
         assert_eq!(copy.nrows(), shape[0] as usize);
         drop_once(tensor, &built);
     }
@@ -324,7 +310,7 @@ fn refused_strides_say_which_stride_and_what_was_expected() {
     let values: Vec<f64> = (0..12).map(f64::from).collect();
     let built = strided(&values, &[3, 4], &[4, 1], 0).build();
     let tensor = import(&built);
-    let err = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap_err();
+    let err = view::<DMatrixView<'_, f64>>(&tensor).unwrap_err();
     assert!(
         matches!(
             err,
@@ -338,17 +324,13 @@ fn refused_strides_say_which_stride_and_what_was_expected() {
     );
     says(
         &err,
-        &[
-            "stride 4 of axis 0",
-            "row stride 1",
-            "dmatrix_view_transposed",
-        ],
+        &["stride 4 of axis 0", "row stride 1", "view_transposed"],
     );
     drop_once(tensor, &built);
 
     let built = strided(&values, &[3, 4], &[-1, 3], 2).build();
     let tensor = import(&built);
-    let err = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap_err();
+    let err = view::<DMatrixView<'_, f64>>(&tensor).unwrap_err();
     assert!(
         matches!(
             err,
@@ -362,11 +344,7 @@ fn refused_strides_say_which_stride_and_what_was_expected() {
     );
     says(
         &err,
-        &[
-            "stride -1 of axis 0",
-            "cannot step backwards",
-            "Fallback::Copy",
-        ],
+        &["stride -1 of axis 0", "cannot step backwards", "to_owned"],
     );
     drop_once(tensor, &built);
 }
@@ -380,7 +358,7 @@ fn invalid_bool_bytes_are_refused_before_any_view_exists() {
         .bytes(&[1, 0, 2, 1])
         .build();
     let tensor = import(&built);
-    let err = tensor.view::<bool>().and_then(dmatrix_view).unwrap_err();
+    let err = view::<DMatrixView<'_, bool>>(&tensor).unwrap_err();
     assert_eq!(
         err,
         Error::InvalidValue {
@@ -397,15 +375,12 @@ fn copying_a_broadcast_tensor_too_large_for_memory_is_an_error() {
     // Valid and viewable (a 4-byte span), but no copy of 2^62 (or 2^31 x 2^31) elements fits.
     let expected = Error::OutOfMemory { bytes: 4 << 62 };
     let column = Foreign::of(&[1.0f32], &[1 << 62]).with_strides(&[0]);
-    consumed_with_error(&column, into_dvector::<f32>, &expected);
-    consumed_with_error(&column, into_dmatrix::<f32>, &expected);
+    copy_fails_with::<DVector<f32>>(&column, &expected);
+    copy_fails_with::<DMatrix<f32>>(&column, &expected);
     let square = Foreign::of(&[1.0f32], &[1 << 31, 1 << 31]).with_strides(&[0, 0]);
-    consumed_with_error(&square, into_dmatrix::<f32>, &expected);
+    copy_fails_with::<DMatrix<f32>>(&square, &expected);
     let built = square.build();
     let tensor = import(&built);
-    assert_eq!(
-        to_dmatrix(tensor.view::<f32>().unwrap()).unwrap_err(),
-        expected
-    );
+    assert_eq!(to_owned::<DMatrix<f32>>(&tensor).unwrap_err(), expected);
     drop_once(tensor, &built);
 }

@@ -6,12 +6,9 @@
 mod common;
 
 use common::{NeBytes, import, strided};
-use dlpack_core::Element;
-use dlpack_nalgebra::{
-    dmatrix_view, dmatrix_view_mut, dmatrix_view_transposed, dvector_view, export, into_dmatrix,
-    to_dmatrix,
-};
-use nalgebra::{DMatrix, DVector, Scalar};
+use dlpack_core::{CopyMode, Element, Transfer};
+use dlpack_nalgebra::{into_dlpack, into_owned, to_owned, view, view_mut, view_transposed};
+use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut, DVector, DVectorView, Scalar};
 
 /// Distinct values of an element type, from small integers.
 trait Sample: Element + Scalar + NeBytes {
@@ -86,17 +83,17 @@ fn matrix<T: Sample>() -> DMatrix<T> {
 fn exported_dmatrix_is_viewed_and_reclaimed_without_a_copy<T: Sample>() {
     let m = matrix::<T>();
     let data = m.as_ptr();
-    let raw = export(m).unwrap().into_raw().unwrap();
+    let raw = into_dlpack(m).unwrap().into_raw().unwrap();
     // SAFETY: `raw` was just exported and is owned here.
     let mut tensor = unsafe { dlpack_core::ManagedTensor::from_raw(raw) }.unwrap();
     assert_eq!(tensor.dtype(), T::DTYPE);
-    let view = dmatrix_view(tensor.view::<T>().unwrap()).unwrap();
+    let view = view::<DMatrixView<'_, T>>(&tensor).unwrap();
     assert_eq!(view.as_ptr(), data);
     assert_eq!(view, matrix::<T>());
-    let mut view = dmatrix_view_mut(tensor.view_mut::<T>().unwrap()).unwrap();
+    let mut view = view_mut::<DMatrixViewMut<'_, T>>(&mut tensor).unwrap();
     view[(1, 1)] = T::sample(0);
-    let back = into_dmatrix::<T>(tensor).unwrap();
-    assert_eq!(back.as_ptr(), data);
+    let (back, transfer) = into_owned::<DMatrix<T>>(tensor, CopyMode::Never).unwrap();
+    assert_eq!((back.as_ptr(), transfer), (data, Transfer::Reclaimed));
     assert_eq!(back[(1, 1)], T::sample(0));
 }
 
@@ -105,7 +102,7 @@ fn foreign_f_order_tensor_is_viewed_in_place<T: Sample>() {
     // Column-major buffer: exactly the DMatrix's own order.
     let built = strided(m.as_slice(), &[2, 3], &[1, 2], 0).build();
     let tensor = import(&built);
-    let view = dmatrix_view(tensor.view::<T>().unwrap()).unwrap();
+    let view = view::<DMatrixView<'_, T>>(&tensor).unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
     assert_eq!(view, m);
     drop(tensor);
@@ -117,10 +114,10 @@ fn foreign_c_order_tensor_is_viewed_transposed_and_copied<T: Sample>() {
     let row_major: Vec<T> = m.transpose().as_slice().to_vec();
     let built = strided(&row_major, &[2, 3], &[3, 1], 0).build();
     let tensor = import(&built);
-    let transposed = dmatrix_view_transposed(tensor.view::<T>().unwrap()).unwrap();
+    let transposed = view_transposed::<T>(&tensor).unwrap();
     assert_eq!(transposed.as_ptr().addr(), built.buffer_addr());
     assert_eq!(transposed, m.transpose());
-    assert_eq!(to_dmatrix(tensor.view::<T>().unwrap()).unwrap(), m);
+    assert_eq!(to_owned::<DMatrix<T>>(&tensor).unwrap(), m);
     drop(tensor);
     assert_eq!(built.deletes(), 1);
 }
@@ -129,7 +126,7 @@ fn foreign_vector_is_viewed_in_place<T: Sample>() {
     let values: Vec<T> = (0..5).map(T::sample).collect();
     let built = strided(&values, &[5], &[1], 0).build();
     let tensor = import(&built);
-    let view = dvector_view(tensor.view::<T>().unwrap()).unwrap();
+    let view = view::<DVectorView<'_, T>>(&tensor).unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
     assert_eq!(view, DVector::from_vec(values));
     drop(tensor);

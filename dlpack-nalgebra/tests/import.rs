@@ -15,14 +15,15 @@ use std::collections::VecDeque;
 
 use common::{Foreign, element_addr, import, strided};
 use dlpack_core::ffi::DLManagedTensorVersioned;
-use dlpack_core::{DataType, Error, ManagedTensor};
+use dlpack_core::{CopyMode, CopyReason, DataType, Error, ManagedTensor};
 use dlpack_nalgebra::{
-    CowMatrix, CowVector, Fallback, dmatrix_cow, dmatrix_view, dmatrix_view_mut,
-    dmatrix_view_strided, dmatrix_view_strided_mut, dmatrix_view_transposed,
-    dmatrix_view_transposed_mut, dvector_cow, dvector_view, dvector_view_mut, dvector_view_strided,
-    to_dmatrix, to_dvector,
+    CowMatrix, CowVector, to_owned, view, view_mut, view_or_copy, view_strided, view_strided_mut,
+    view_transposed, view_transposed_mut,
 };
-use nalgebra::{DMatrix, DMatrixView, DVector, Dim, Matrix, RawStorage};
+use nalgebra::{
+    DMatrix, DMatrixView, DMatrixViewMut, DVector, DVectorView, DVectorViewMut, Dim, Dyn, Matrix,
+    RawStorage,
+};
 
 // --- layouts -----------------------------------------------------------------------------------
 
@@ -227,38 +228,40 @@ fn assert_zero_copy_view(layout: &Layout) {
     let built = layout.build();
     let tensor = import(&built);
     let expected = layout.expected();
-    let view = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();
+    let view = view::<DMatrixView<'_, f64>>(&tensor).unwrap();
     assert_eq!(
         view.as_ptr().addr(),
         element_addr::<f64, _>(&built, layout.offset)
     );
     exercise(&view, &expected);
-    match dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap() {
+    match view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap() {
         CowMatrix::Borrowed(v) => assert_eq!(v.as_ptr(), view.as_ptr()),
         CowMatrix::Owned(_) => panic!("a viewable layout is never copied"),
     }
-    assert_eq!(to_dmatrix(tensor.view::<f64>().unwrap()).unwrap(), expected);
+    assert_eq!(to_owned::<DMatrix<f64>>(&tensor).unwrap(), expected);
     finish(tensor, &built);
 }
 
-/// A layout that safe views refuse: `dmatrix_cow` fails by default and copies when asked,
-/// `to_dmatrix` copies.
+/// A layout that safe views refuse: `view_or_copy` refuses to copy it under `CopyMode::Never`,
+/// copies it under `CopyMode::IfNeeded`, and `to_owned` copies it.
 #[track_caller]
 fn assert_copied_on_request(layout: &Layout) {
     let built = layout.build();
     let tensor = import(&built);
     let expected = layout.expected();
-    assert!(dmatrix_view(tensor.view::<f64>().unwrap()).is_err());
-    let default = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::default());
-    assert!(
-        matches!(default, Err(Error::UnsupportedLayout { .. })),
-        "{default:?}"
+    assert!(view::<DMatrixView<'_, f64>>(&tensor).is_err());
+    let never = view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::Never);
+    assert_eq!(
+        never.unwrap_err(),
+        Error::CopyRefused {
+            reason: CopyReason::Layout
+        }
     );
-    let copied = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
+    let copied = view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap();
     assert!(!copied.is_borrowed());
     exercise(&copied.view(), &expected);
     assert_eq!(copied.into_owned().unwrap(), expected);
-    assert_eq!(to_dmatrix(tensor.view::<f64>().unwrap()).unwrap(), expected);
+    assert_eq!(to_owned::<DMatrix<f64>>(&tensor).unwrap(), expected);
     finish(tensor, &built);
 }
 
@@ -268,12 +271,7 @@ fn assert_copied_on_request(layout: &Layout) {
 fn c_order_is_refused_as_a_plain_view_naming_the_row_stride() {
     let built = c_order().build();
     let tensor = import(&built);
-    assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
-        0,
-        4,
-        "stride 1",
-    );
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 0, 4, "stride 1");
     finish(tensor, &built);
 }
 
@@ -282,7 +280,7 @@ fn c_order_imports_as_a_zero_copy_transposed_view() {
     let layout = c_order();
     let built = layout.build();
     let tensor = import(&built);
-    let view = dmatrix_view_transposed(tensor.view::<f64>().unwrap()).unwrap();
+    let view = view_transposed::<f64>(&tensor).unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
     assert_eq!((view.shape(), view.strides()), ((4, 3), (1, 4)));
     exercise(&view, &layout.expected().transpose());
@@ -295,7 +293,7 @@ fn c_order_imports_as_a_zero_copy_strided_view_with_strides_cols_1() {
     let built = layout.build();
     let tensor = import(&built);
     // SAFETY: the view is only indexed.
-    let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+    let view = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
     assert_eq!((view.shape(), view.strides()), ((3, 4), (4, 1)));
     assert_indexed_eq(&view, &layout.expected());
@@ -312,20 +310,10 @@ fn c_order_slices_with_steps_are_only_strided_views_or_copies() {
     let layout = c_order_steps();
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
-        0,
-        16,
-        "stride 1",
-    );
-    assert_stride_refused(
-        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
-        1,
-        3,
-        "stride 1",
-    );
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 0, 16, "stride 1");
+    assert_stride_refused(view_transposed::<f64>(&tensor), 1, 3, "stride 1");
     // SAFETY: the view is only indexed.
-    let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+    let view = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap();
     assert_eq!(view.as_ptr().addr(), element_addr::<f64, _>(&built, 1));
     assert_eq!(view.strides(), (16, 3));
     assert_indexed_eq(&view, &layout.expected());
@@ -350,12 +338,7 @@ fn f_order_larger_than_nalgebras_small_size_imports_as_a_zero_copy_view() {
 fn f_order_is_refused_as_a_transposed_view_naming_the_column_stride() {
     let built = f_order().build();
     let tensor = import(&built);
-    assert_stride_refused(
-        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
-        1,
-        3,
-        "stride 1",
-    );
+    assert_stride_refused(view_transposed::<f64>(&tensor), 1, 3, "stride 1");
     finish(tensor, &built);
 }
 
@@ -366,13 +349,13 @@ fn f_order_column_steps_are_only_strided_views_or_copies() {
     let built = layout.build();
     let tensor = import(&built);
     assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
+        view::<DMatrixView<'_, f64>>(&tensor),
         1,
         10,
         "column stride equal to the number of rows",
     );
     // SAFETY: the view is only indexed.
-    let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+    let view = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap();
     assert_eq!(view.as_ptr().addr(), element_addr::<f64, _>(&built, 1));
     assert_eq!(view.strides(), (1, 10));
     assert_indexed_eq(&view, &layout.expected());
@@ -387,7 +370,7 @@ fn f_order_row_ranges_are_only_strided_views_or_copies() {
     let built = layout.build();
     let tensor = import(&built);
     assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
+        view::<DMatrixView<'_, f64>>(&tensor),
         1,
         3,
         "compact column-major",
@@ -407,14 +390,9 @@ fn f_order_row_steps_are_only_strided_views_or_copies() {
     let layout = f_order_row_steps();
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
-        0,
-        2,
-        "stride 1",
-    );
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 0, 2, "stride 1");
     // SAFETY: the view is only indexed.
-    let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+    let view = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
     assert_eq!(view.strides(), (2, 6));
     assert_indexed_eq(&view, &layout.expected());
@@ -430,15 +408,10 @@ fn negative_row_stride_is_refused_by_every_view_and_copied_on_request() {
     let built = layout.build();
     let tensor = import(&built);
     let negative = "cannot step backwards";
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 0, -1, negative);
-    assert_stride_refused(
-        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
-        0,
-        -1,
-        negative,
-    );
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 0, -1, negative);
+    assert_stride_refused(view_transposed::<f64>(&tensor), 0, -1, negative);
     // SAFETY: nothing is done with the view (it is refused).
-    let strided = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) };
+    let strided = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) };
     assert_stride_refused(strided, 0, -1, negative);
     finish(tensor, &built);
     assert_copied_on_request(&layout);
@@ -450,9 +423,9 @@ fn negative_column_stride_is_refused_by_every_view_and_copied_on_request() {
     let built = layout.build();
     let tensor = import(&built);
     let negative = "cannot step backwards";
-    assert_stride_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 1, -3, negative);
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 1, -3, negative);
     // SAFETY: nothing is done with the view (it is refused).
-    let strided = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) };
+    let strided = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) };
     assert_stride_refused(strided, 1, -3, negative);
     finish(tensor, &built);
     assert_copied_on_request(&layout);
@@ -471,13 +444,13 @@ fn negative_strides_are_refused_by_mutable_views_which_never_copy() {
     let built = reversed_rows().build();
     let mut tensor = import(&built);
     assert_stride_refused(
-        dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()),
+        view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor),
         0,
         -1,
         "cannot step backwards",
     );
     // SAFETY: nothing is done with the view (it is refused).
-    let strided = unsafe { dmatrix_view_strided_mut(tensor.view_mut::<f64>().unwrap()) };
+    let strided = unsafe { view_strided_mut::<DMatrixViewMut<'_, f64, Dyn, Dyn>>(&mut tensor) };
     assert_stride_refused(strided, 0, -1, "cannot step backwards");
     finish(tensor, &built);
 }
@@ -490,13 +463,13 @@ fn broadcast_along_columns_is_only_a_strided_view_or_a_copy() {
         let built = layout.build();
         let tensor = import(&built);
         assert_stride_refused(
-            dmatrix_view(tensor.view::<f64>().unwrap()),
+            view::<DMatrixView<'_, f64>>(&tensor),
             1,
             0,
             "compact column-major",
         );
         // SAFETY: the view is only indexed.
-        let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+        let view = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap();
         assert_eq!(view.strides(), (1, 0));
         assert_indexed_eq(&view, &layout.expected());
         finish(tensor, &built);
@@ -511,7 +484,7 @@ fn overlapping_column_windows_are_only_strided_views_or_copies() {
     let built = layout.build();
     let tensor = import(&built);
     assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
+        view::<DMatrixView<'_, f64>>(&tensor),
         1,
         1,
         "compact column-major",
@@ -524,9 +497,7 @@ fn overlapping_column_windows_are_only_strided_views_or_copies() {
 fn broadcast_along_columns_is_refused_mutably_because_elements_overlap() {
     let built = broadcast_columns().build();
     let mut tensor = import(&built);
-    let err = tensor
-        .view_mut::<f64>()
-        .map(|v| dmatrix_view_mut(v).map(drop));
+    let err = view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).map(drop);
     assert!(
         matches!(err, Err(Error::OverlappingStrides { .. })),
         "{err:?}"
@@ -540,20 +511,10 @@ fn broadcast_along_rows_is_only_a_strided_view_or_a_copy() {
     let built = layout.build();
     let tensor = import(&built);
     // A row stride of 0 makes nalgebra's iterators read outside the tensor: refused.
-    assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
-        0,
-        0,
-        "stride 1",
-    );
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 0, 0, "stride 1");
     // Its transpose has row stride 1 but column stride 0, where `next_back` reads outside the
     // tensor: refused too.
-    assert_stride_refused(
-        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
-        0,
-        0,
-        "compact row-major",
-    );
+    assert_stride_refused(view_transposed::<f64>(&tensor), 0, 0, "compact row-major");
     finish(tensor, &built);
     assert_copied_on_request(&layout);
 }
@@ -563,20 +524,10 @@ fn broadcast_scalar_is_only_a_strided_view_or_a_copy() {
     let layout = broadcast_scalar();
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
-        0,
-        0,
-        "stride 1",
-    );
-    assert_stride_refused(
-        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
-        1,
-        0,
-        "stride 1",
-    );
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 0, 0, "stride 1");
+    assert_stride_refused(view_transposed::<f64>(&tensor), 1, 0, "stride 1");
     // SAFETY: the view is only indexed.
-    let view = unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+    let view = unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap();
     assert_eq!(view.strides(), (0, 0));
     assert_indexed_eq(&view, &layout.expected());
     finish(tensor, &built);
@@ -590,7 +541,7 @@ fn f_order_mutable_view_writes_into_the_tensor() {
     let layout = f_order();
     let built = layout.build();
     let mut tensor = import(&built);
-    let mut view = dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap();
+    let mut view = view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
     view[(1, 2)] = -7.0;
     view.column_mut(3).fill(-1.0);
@@ -606,7 +557,7 @@ fn f_order_mutable_view_writes_into_the_tensor() {
 fn c_order_mutable_transposed_view_writes_into_the_tensor() {
     let built = c_order().build();
     let mut tensor = import(&built);
-    let mut view = dmatrix_view_transposed_mut(tensor.view_mut::<f64>().unwrap()).unwrap();
+    let mut view = view_transposed_mut::<f64>(&mut tensor).unwrap();
     view[(3, 1)] = 99.0; // the tensor's [1, 3]
     view.row_mut(0).fill(-1.0); // the tensor's column 0
     let read = tensor.view::<f64>().unwrap();
@@ -621,13 +572,14 @@ fn c_order_mutable_view_is_refused_but_strided_mutable_view_writes_by_index() {
     let built = c_order().build();
     let mut tensor = import(&built);
     assert_stride_refused(
-        dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()),
+        view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor),
         0,
         4,
         "stride 1",
     );
     // SAFETY: the view is only indexed.
-    let mut view = unsafe { dmatrix_view_strided_mut(tensor.view_mut::<f64>().unwrap()) }.unwrap();
+    let mut view =
+        unsafe { view_strided_mut::<DMatrixViewMut<'_, f64, Dyn, Dyn>>(&mut tensor) }.unwrap();
     view[(2, 1)] = 42.0;
     assert_eq!(tensor.view::<f64>().unwrap().get(&[2, 1]), Some(&42.0));
     finish(tensor, &built);
@@ -640,11 +592,11 @@ fn one_dimensional_tensor_imports_as_a_zero_copy_vector_view() {
     let layout = layout(&[4], &[1], 0, 4);
     let built = layout.build();
     let mut tensor = import(&built);
-    let view = dvector_view(tensor.view::<f64>().unwrap()).unwrap();
+    let view = view::<DVectorView<'_, f64>>(&tensor).unwrap();
     assert_eq!(view.as_ptr().addr(), built.buffer_addr());
     assert_eq!(view.as_slice(), &[0.0, 1.0, 2.0, 3.0]);
     assert_eq!(view.dot(&view), 14.0);
-    let mut view = dvector_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap();
+    let mut view = view_mut::<DVectorViewMut<'_, f64>>(&mut tensor).unwrap();
     view.axpy(2.0, &DVector::from_element(4, 1.0), 1.0);
     assert_eq!(
         tensor.view::<f64>().unwrap().to_vec().unwrap(),
@@ -660,10 +612,10 @@ fn one_dimensional_tensor_is_a_column_when_imported_as_a_matrix() {
     let built = layout.build();
     let tensor = import(&built);
     assert_eq!(
-        dmatrix_view(tensor.view::<f64>().unwrap()).unwrap().shape(),
+        view::<DMatrixView<'_, f64>>(&tensor).unwrap().shape(),
         (4, 1)
     );
-    let row = dmatrix_view_transposed(tensor.view::<f64>().unwrap()).unwrap();
+    let row = view_transposed::<f64>(&tensor).unwrap();
     assert_eq!(row.shape(), (1, 4));
     finish(tensor, &built);
 }
@@ -674,30 +626,15 @@ fn one_dimensional_steps_are_only_a_strided_view_or_a_copy() {
     let layout = layout(&[3], &[2], 0, 6);
     let built = layout.build();
     let tensor = import(&built);
-    assert_stride_refused(
-        dvector_view(tensor.view::<f64>().unwrap()),
-        0,
-        2,
-        "stride 1",
-    );
-    assert_stride_refused(
-        dmatrix_view(tensor.view::<f64>().unwrap()),
-        0,
-        2,
-        "stride 1",
-    );
+    assert_stride_refused(view::<DVectorView<'_, f64>>(&tensor), 0, 2, "stride 1");
+    assert_stride_refused(view::<DMatrixView<'_, f64>>(&tensor), 0, 2, "stride 1");
     // As a `1 x 3` row, the step is the column stride, which must be 1 for one row.
-    assert_stride_refused(
-        dmatrix_view_transposed(tensor.view::<f64>().unwrap()),
-        0,
-        2,
-        "compact row-major",
-    );
+    assert_stride_refused(view_transposed::<f64>(&tensor), 0, 2, "compact row-major");
     // SAFETY: the view is only indexed.
-    let strided = unsafe { dvector_view_strided(tensor.view::<f64>().unwrap()) }.unwrap();
+    let strided = unsafe { view_strided::<DVectorView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap();
     assert_eq!(strided.strides().0, 2);
     assert_indexed_eq(&strided, &layout.expected());
-    let copy = dvector_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
+    let copy = view_or_copy::<DVectorView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap();
     assert!(matches!(copy, CowVector::Owned(_)));
     assert_eq!(copy.view().as_slice(), &[0.0, 2.0, 4.0]);
     finish(tensor, &built);
@@ -709,10 +646,11 @@ fn one_dimensional_negative_and_zero_strides_are_copied_on_request() {
         let built = layout.build();
         let tensor = import(&built);
         let expected = DVector::from_iterator(4, layout.expected().iter().copied());
-        assert!(dvector_cow(tensor.view::<f64>().unwrap(), Fallback::Fail).is_err());
-        let copy = dvector_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
+        let never = view_or_copy::<DVectorView<'_, f64>>(&tensor, CopyMode::Never);
+        assert!(matches!(never, Err(Error::CopyRefused { .. })), "{never:?}");
+        let copy = view_or_copy::<DVectorView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap();
         assert_eq!(copy.into_owned().unwrap(), expected);
-        assert_eq!(to_dvector(tensor.view::<f64>().unwrap()).unwrap(), expected);
+        assert_eq!(to_owned::<DVector<f64>>(&tensor).unwrap(), expected);
         finish(tensor, &built);
     }
 }
@@ -723,7 +661,7 @@ fn one_dimensional_negative_and_zero_strides_are_copied_on_request() {
 fn zero_dimensional_tensor_is_refused_with_ndim_mismatch() {
     let built = Foreign::of(&[1.5f64], &[]).build();
     let tensor = import(&built);
-    let matrix = dmatrix_view(tensor.view::<f64>().unwrap());
+    let matrix = view::<DMatrixView<'_, f64>>(&tensor);
     assert_eq!(
         matrix.unwrap_err(),
         Error::NdimMismatch {
@@ -731,7 +669,7 @@ fn zero_dimensional_tensor_is_refused_with_ndim_mismatch() {
             expected: 2
         }
     );
-    let vector = dvector_view(tensor.view::<f64>().unwrap());
+    let vector = view::<DVectorView<'_, f64>>(&tensor);
     assert_eq!(
         vector.unwrap_err(),
         Error::NdimMismatch {
@@ -739,8 +677,8 @@ fn zero_dimensional_tensor_is_refused_with_ndim_mismatch() {
             expected: 1
         }
     );
-    assert!(to_dmatrix(tensor.view::<f64>().unwrap()).is_err());
-    assert!(dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).is_err());
+    assert!(to_owned::<DMatrix<f64>>(&tensor).is_err());
+    assert!(view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).is_err());
     finish(tensor, &built);
 }
 
@@ -748,7 +686,7 @@ fn zero_dimensional_tensor_is_refused_with_ndim_mismatch() {
 fn three_dimensional_tensor_is_refused_with_ndim_mismatch() {
     let built = Foreign::new(DataType::F64, &[2, 2, 2]).build();
     let tensor = import(&built);
-    let err = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap_err();
+    let err = view::<DMatrixView<'_, f64>>(&tensor).unwrap_err();
     assert_eq!(
         err,
         Error::NdimMismatch {
@@ -764,7 +702,7 @@ fn three_dimensional_tensor_is_refused_with_ndim_mismatch() {
 fn two_dimensional_tensor_is_refused_as_a_vector() {
     let built = f_order().build();
     let tensor = import(&built);
-    let err = dvector_view(tensor.view::<f64>().unwrap()).unwrap_err();
+    let err = view::<DVectorView<'_, f64>>(&tensor).unwrap_err();
     assert_eq!(
         err,
         Error::NdimMismatch {
@@ -786,16 +724,16 @@ fn size_zero_tensors_import_as_empty_views_whatever_their_strides() {
             .with_strides(strides)
             .build();
         let mut tensor = import(&built);
-        let view = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();
+        let view = view::<DMatrixView<'_, f64>>(&tensor).unwrap();
         assert_eq!(view.shape(), nrows_ncols);
         assert_eq!(view.iter().count(), 0);
         assert_eq!(
             view.clone_owned(),
             DMatrix::zeros(nrows_ncols.0, nrows_ncols.1)
         );
-        let view = dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap();
+        let view = view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap();
         assert_eq!(view.len(), 0);
-        let copy = to_dmatrix(tensor.view::<f64>().unwrap()).unwrap();
+        let copy = to_owned::<DMatrix<f64>>(&tensor).unwrap();
         assert_eq!(copy.shape(), nrows_ncols);
         finish(tensor, &built);
     }
@@ -814,7 +752,7 @@ fn strides_of_size_one_axes_are_ignored() {
     }
     let built = layout(&[1, 4], &[99, 1], 0, 4).build();
     let tensor = import(&built);
-    let view = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();
+    let view = view::<DMatrixView<'_, f64>>(&tensor).unwrap();
     assert_eq!(view.strides(), (1, 1));
     finish(tensor, &built);
 }
@@ -826,7 +764,7 @@ fn cow_view_of_a_copy_has_the_tensors_shape() {
     let layout = c_order();
     let built = layout.build();
     let tensor = import(&built);
-    let cow = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
+    let cow = view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap();
     assert_eq!(cow.view().shape(), (3, 4));
     assert!(format!("{cow:?}").starts_with("Owned"));
     drop(cow);

@@ -14,12 +14,12 @@ mod common;
 use std::collections::VecDeque;
 
 use common::{Foreign, import, strided};
-use dlpack_core::{DataType, Error};
+use dlpack_core::{CopyMode, CopyReason, DataType, Error};
 use dlpack_nalgebra::{
-    CowMatrix, Fallback, dmatrix_cow, dmatrix_view, dmatrix_view_mut, dmatrix_view_strided,
-    dmatrix_view_transposed, dmatrix_view_transposed_mut, export_copy, into_dmatrix, to_dmatrix,
+    CowMatrix, into_owned, to_dlpack, to_owned, view, view_mut, view_or_copy, view_strided,
+    view_transposed, view_transposed_mut,
 };
-use nalgebra::{DMatrix, DMatrixView, Dyn, U1};
+use nalgebra::{DMatrix, DMatrixView, DMatrixViewMut, Dyn, U1};
 
 /// `n` f64s whose element `k` holds `k`.
 fn counting(n: usize) -> Vec<f64> {
@@ -77,8 +77,8 @@ fn a_1x3_broadcast_of_one_element_is_refused_as_a_view_and_its_copy_iterates_bac
     // the tensor through a view.
     let built = strided(&[7.0f64], &[1, 3], &[1, 0], 0).build();
     let tensor = import(&built);
-    assert_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 1, 0);
-    let cow = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
+    assert_refused(view::<DMatrixView<'_, f64>>(&tensor), 1, 0);
+    let cow = view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap();
     assert!(!cow.is_borrowed());
     let view = cow.view();
     assert_eq!(walk(view.iter(), &[Front, Back]), [Some(&7.0), Some(&7.0)]);
@@ -90,8 +90,8 @@ fn a_window_of_overlapping_columns_is_refused_as_a_view_and_its_copy_iterates_ba
     // `next_back` computed element 5 of 4 through a view.
     let built = strided(&counting(4), &[3, 2], &[1, 1], 0).build();
     let tensor = import(&built);
-    assert_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 1, 1);
-    let cow = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
+    assert_refused(view::<DMatrixView<'_, f64>>(&tensor), 1, 1);
+    let cow = view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap();
     let steps = [Front, Front, Front, Back];
     assert_eq!(
         walk(cow.view().iter().copied(), &steps),
@@ -105,10 +105,8 @@ fn a_broadcast_row_is_refused_as_a_transposed_view_and_its_copy_iterates_back_in
     // stride 1 and column stride 0; `next`, `next`, `next_back` read past the row.
     let built = strided(&[5.0f64, 6.0], &[3, 2], &[0, 1], 0).build();
     let tensor = import(&built);
-    assert_refused(dmatrix_view_transposed(tensor.view::<f64>().unwrap()), 0, 0);
-    let transposed = to_dmatrix(tensor.view::<f64>().unwrap())
-        .unwrap()
-        .transpose();
+    assert_refused(view_transposed::<f64>(&tensor), 0, 0);
+    let transposed = to_owned::<DMatrix<f64>>(&tensor).unwrap().transpose();
     assert_eq!(
         transposed,
         DMatrix::from_row_slice(2, 3, &[5.0, 5.0, 5.0, 6.0, 6.0, 6.0])
@@ -125,8 +123,8 @@ fn a_mutable_view_of_two_rows_of_a_three_row_matrix_is_refused() {
     // next, next, next_back, next, next, next handed out (0, 2) twice and (1, 2) never.
     let built = strided(&counting(9), &[2, 3], &[1, 3], 0).build();
     let mut tensor = import(&built);
-    assert_refused(dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()), 1, 3);
-    assert_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 1, 3);
+    assert_refused(view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor), 1, 3);
+    assert_refused(view::<DMatrixView<'_, f64>>(&tensor), 1, 3);
 }
 
 #[test]
@@ -134,7 +132,7 @@ fn iter_mut_of_a_compact_mutable_view_hands_out_each_element_once_from_either_en
     // The same sequence on the layout the safe views accept, shape [2, 3], strides [1, 2].
     let built = strided(&counting(6), &[2, 3], &[1, 2], 0).build();
     let mut tensor = import(&built);
-    let mut view = dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap();
+    let mut view = view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap();
     let steps = [Front, Front, Back, Front, Front, Front];
     let handed_out = walk(view.iter_mut(), &steps);
     let mut seen: Vec<f64> = handed_out
@@ -156,8 +154,8 @@ fn a_row_of_a_column_major_matrix_is_refused_as_a_view_and_its_copy_iterates_bac
     // `next` gave 6.0 (from between the columns) instead of 10.0 through a view.
     let built = strided(&counting(15), &[1, 3], &[1, 5], 0).build();
     let tensor = import(&built);
-    assert_refused(dmatrix_view(tensor.view::<f64>().unwrap()), 1, 5);
-    let cow = dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap();
+    assert_refused(view::<DMatrixView<'_, f64>>(&tensor), 1, 5);
+    let cow = view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap();
     assert_eq!(
         walk(cow.view().iter().copied(), &[Front, Back]),
         [Some(0.0), Some(10.0)]
@@ -170,10 +168,8 @@ fn columns_of_a_row_major_matrix_are_refused_as_a_transposed_view() {
     // view, `next`, `next`, `next_back` gave 7.0 (outside the slice) instead of 9.0.
     let built = strided(&counting(12), &[3, 2], &[4, 1], 0).build();
     let tensor = import(&built);
-    assert_refused(dmatrix_view_transposed(tensor.view::<f64>().unwrap()), 0, 4);
-    let transposed = to_dmatrix(tensor.view::<f64>().unwrap())
-        .unwrap()
-        .transpose();
+    assert_refused(view_transposed::<f64>(&tensor), 0, 4);
+    let transposed = to_owned::<DMatrix<f64>>(&tensor).unwrap().transpose();
     assert_eq!(
         walk(transposed.iter().copied(), &[Front, Front, Back]),
         [Some(0.0), Some(1.0), Some(9.0)]
@@ -225,12 +221,12 @@ fn every_safe_view_yields_each_element_once_in_every_walk_from_either_end() {
         let name = format!("shape {shape:?} strides {strides:?}");
         let built = strided(&counting(len), &shape, &strides, first).build();
         let mut tensor = import(&built);
-        let expected = to_dmatrix(tensor.view::<f64>().unwrap()).unwrap();
-        let plain = dmatrix_view(tensor.view::<f64>().unwrap()).ok();
-        let transposed = dmatrix_view_transposed(tensor.view::<f64>().unwrap()).ok();
+        let expected = to_owned::<DMatrix<f64>>(&tensor).unwrap();
+        let plain = view::<DMatrixView<'_, f64>>(&tensor).ok();
+        let transposed = view_transposed::<f64>(&tensor).ok();
         for (function, view, want) in [
-            ("dmatrix_view", plain, expected.clone()),
-            ("dmatrix_view_transposed", transposed, expected.transpose()),
+            ("view", plain, expected.clone()),
+            ("view_transposed", transposed, expected.transpose()),
         ] {
             let Some(view) = view else { continue };
             for steps in every_walk(want.len() + 1) {
@@ -243,14 +239,12 @@ fn every_safe_view_yields_each_element_once_in_every_walk_from_either_end() {
         }
         // The mutable views hand out each element once, whichever end they come from.
         for transposed in [false, true] {
-            let Ok(v) = tensor.view_mut::<f64>() else {
-                continue; // overlapping strides
-            };
             let view = if transposed {
-                dmatrix_view_transposed_mut(v)
+                view_transposed_mut::<f64>(&mut tensor)
             } else {
-                dmatrix_view_mut(v)
+                view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor)
             };
+            // Refused: overlapping strides, or a layout that is not compact.
             let Ok(mut view) = view else { continue };
             let n = view.len();
             for steps in every_walk(n) {
@@ -296,14 +290,17 @@ fn an_empty_tensor_with_more_than_2_pow_24_rows_or_columns_is_refused_by_every_i
         };
         let built = Foreign::new(DataType::F64, &shape).build();
         let mut tensor = import(&built);
-        refusal(dmatrix_view(tensor.view::<f64>().unwrap()).unwrap_err());
-        refusal(dmatrix_view_transposed(tensor.view::<f64>().unwrap()).unwrap_err());
-        refusal(dmatrix_view_mut(tensor.view_mut::<f64>().unwrap()).unwrap_err());
-        refusal(dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap_err());
-        refusal(to_dmatrix(tensor.view::<f64>().unwrap()).unwrap_err());
+        refusal(view::<DMatrixView<'_, f64>>(&tensor).unwrap_err());
+        refusal(view_transposed::<f64>(&tensor).unwrap_err());
+        refusal(view_mut::<DMatrixViewMut<'_, f64>>(&mut tensor).unwrap_err());
+        refusal(view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap_err());
+        refusal(to_owned::<DMatrix<f64>>(&tensor).unwrap_err());
         // SAFETY: refused before any view exists.
-        refusal(unsafe { dmatrix_view_strided(tensor.view::<f64>().unwrap()) }.unwrap_err());
-        refusal(into_dmatrix::<f64>(tensor).unwrap_err());
+        refusal(unsafe { view_strided::<DMatrixView<'_, f64, Dyn, Dyn>>(&tensor) }.unwrap_err());
+        let refused = into_owned::<DMatrix<f64>>(tensor, CopyMode::IfNeeded).unwrap_err();
+        assert_eq!(built.deletes(), 0, "a refusal gives the tensor back");
+        refusal(refused.error);
+        drop(refused.value);
         assert_eq!(built.deletes(), 1);
     }
 }
@@ -313,7 +310,7 @@ fn an_empty_tensor_with_up_to_2_pow_24_rows_or_columns_is_an_empty_view() {
     for shape in [[1 << 24, 0], [0, 1 << 24]] {
         let built = Foreign::new(DataType::F64, &shape).build();
         let tensor = import(&built);
-        let view = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();
+        let view = view::<DMatrixView<'_, f64>>(&tensor).unwrap();
         assert_eq!(view.shape(), (shape[0] as usize, shape[1] as usize));
         assert_eq!(view.iter().next_back(), None);
     }
@@ -321,7 +318,7 @@ fn an_empty_tensor_with_up_to_2_pow_24_rows_or_columns_is_an_empty_view() {
     for shape in [[1000, 0], [0, 1000]] {
         let built = Foreign::new(DataType::F64, &shape).build();
         let tensor = import(&built);
-        let view = dmatrix_view(tensor.view::<f64>().unwrap()).unwrap();
+        let view = view::<DMatrixView<'_, f64>>(&tensor).unwrap();
         let (r, c) = (shape[0] as usize, shape[1] as usize);
         assert_eq!(view.transpose().shape(), (c, r));
         assert_eq!(view.clone_owned(), DMatrix::<f64>::zeros(r, c));
@@ -338,17 +335,16 @@ fn a_view_or_copy_of_a_broadcast_too_large_for_memory_is_an_out_of_memory_error(
     let tensor = import(&built);
     let too_large = Error::OutOfMemory { bytes: 8 << 63 };
     assert_eq!(
-        dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Copy).unwrap_err(),
+        view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::IfNeeded).unwrap_err(),
         too_large
     );
+    assert_eq!(to_owned::<DMatrix<f64>>(&tensor).unwrap_err(), too_large);
+    assert_refused(view::<DMatrixView<'_, f64>>(&tensor), 1, 0);
     assert_eq!(
-        to_dmatrix(tensor.view::<f64>().unwrap()).unwrap_err(),
-        too_large
-    );
-    assert_refused(
-        dmatrix_cow(tensor.view::<f64>().unwrap(), Fallback::Fail),
-        1,
-        0,
+        view_or_copy::<DMatrixView<'_, f64>>(&tensor, CopyMode::Never).unwrap_err(),
+        Error::CopyRefused {
+            reason: CopyReason::Layout
+        }
     );
 }
 
@@ -373,10 +369,10 @@ fn into_owned_of_a_view_too_large_for_memory_is_an_out_of_memory_error() {
 }
 
 #[test]
-fn export_copy_of_a_view_too_large_for_memory_is_an_out_of_memory_error() {
+fn to_dlpack_of_a_view_too_large_for_memory_is_an_out_of_memory_error() {
     let data = [1.0f64, 2.0];
     assert_eq!(
-        export_copy(&huge_broadcast(&data)).unwrap_err(),
+        to_dlpack(&huge_broadcast(&data)).unwrap_err(),
         Error::OutOfMemory { bytes: 8 << 63 }
     );
 }

@@ -19,7 +19,7 @@
 //! - `export-drop`, `export-raw-delete`, `dlpark-export-drop`: one export of the same shared
 //!   1-d `f32` buffer, dropped at once (to the validated owner; `export_raw` then the deleter, as
 //!   a C consumer calls it; dlpark's `finish`);
-//! - `view-import-N`, `dlpark-view-import-N` for N = 1, 4 or 8: the `view_import` bench of
+//! - `view-import-N`, `dlpark-view-import-N` for N = 1, 2, 4 or 8: the `view_import` bench of
 //!   `vs_dlpark` (`from_raw` -> `ArrayViewD<f32>` -> first element -> `into_raw`, shape `[2; N]`).
 //!
 //! Also prints the wall time per iteration (meaningful outside valgrind only).

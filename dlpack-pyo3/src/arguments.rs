@@ -39,7 +39,7 @@
 //! |---|---|
 //! | has no `__dlpack__` and is no DLPack capsule | `TypeError` (from [`from_dlpack`]) |
 //! | holds another dtype, or another number of dimensions than [`Ndim<N>`] asks | `TypeError`, naming what was expected and what was found |
-//! | lives where the host cannot read it (a CUDA tensor, say) | `BufferError` |
+//! | lives on another device than the CPU (a CUDA tensor, say) | `BufferError`, naming the device |
 //! | starts at an address not aligned for the element type | `BufferError` |
 //! | is read-only (JAX arrays, read-only NumPy arrays), for [`PyTensorMut`] | `BufferError` |
 //! | its producer refuses to export it | the producer's exception |
@@ -82,8 +82,8 @@ use core::fmt;
 use core::marker::PhantomData;
 use core::ops::Deref;
 
-use dlpack_core::{Device, Element, ManagedTensor, TensorView, TensorViewMut};
-use pyo3::exceptions::PyTypeError;
+use dlpack_core::{DeviceType, Element, ManagedTensor, TensorView, TensorViewMut};
+use pyo3::exceptions::{PyBufferError, PyTypeError};
 use pyo3::prelude::*;
 
 use crate::import::{ImportOptions, from_dlpack, from_dlpack_writable};
@@ -118,8 +118,8 @@ impl<const N: usize> NdimSpec for Ndim<N> {
 }
 
 /// A read-only Python tensor of `T`s as a `#[pyfunction]` argument: any object with
-/// `__dlpack__`, or a bare DLPack capsule, imported without a copy and checked to hold `T`s on
-/// memory the host can read (and, with `D =` [`Ndim<N>`], to have `N` dimensions).
+/// `__dlpack__`, or a bare DLPack capsule, imported without a copy and checked to hold `T`s in
+/// CPU memory (and, with `D =` [`Ndim<N>`], to have `N` dimensions).
 ///
 /// ```
 /// use dlpack_pyo3::PyTensor;
@@ -170,7 +170,8 @@ impl<T: Element, D: NdimSpec> PyTensor<T, D> {
         };
         let tensor = from_dlpack(obj)?;
         check_type::<T, D>(&tensor)?;
-        // Host access and alignment: what `view` needs besides the dtype. The tensor's
+        check_cpu(&tensor)?;
+        // Alignment: what `view` needs besides the dtype and host access. The tensor's
         // description does not change after the import, so `view` succeeds from now on.
         tensor.view::<T>().map_err(to_py_err)?;
         Ok(PyTensor {
@@ -219,12 +220,6 @@ impl<T: Element, D: NdimSpec> PyTensor<T, D> {
     /// Whether the tensor has no elements.
     pub fn is_empty(&self) -> bool {
         self.tensor.is_empty()
-    }
-
-    /// The device the producer names: the CPU, or memory of another device the host can read
-    /// (CUDA pinned or managed memory).
-    pub fn device(&self) -> Device {
-        self.tensor.device()
     }
 
     /// The imported tensor (read-only, and marked as memory Python may write).
@@ -335,7 +330,8 @@ impl<T: Element, D: NdimSpec> PyTensorMut<T, D> {
         // covers.
         let tensor = unsafe { from_dlpack_writable(obj, &ImportOptions::default()) }?;
         check_type::<T, D>(&tensor)?;
-        // What `view_mut` needs: dtype (checked), host access, alignment, and a writable
+        check_cpu(&tensor)?;
+        // What `view_mut` needs: dtype and host access (checked), alignment, and a writable
         // layout. The description does not change after the import, so `view` and `view_mut`
         // succeed from now on.
         tensor.view::<T>().map_err(to_py_err)?;
@@ -396,11 +392,6 @@ impl<T: Element, D: NdimSpec> PyTensorMut<T, D> {
     /// Whether the tensor has no elements.
     pub fn is_empty(&self) -> bool {
         self.tensor.is_empty()
-    }
-
-    /// The device the producer names.
-    pub fn device(&self) -> Device {
-        self.tensor.device()
     }
 
     /// The writable imported tensor.
@@ -506,6 +497,23 @@ fn check_type<T: Element, D: NdimSpec>(tensor: &ManagedTensor) -> PyResult<()> {
         "expected {expected}, found a {} tensor of shape {:?}",
         tensor.dtype(),
         tensor.shape()
+    )))
+}
+
+/// The `BufferError` for a tensor on another device than the CPU.
+///
+/// Memory of another device that the host can map (CUDA pinned or managed memory) is refused
+/// too: the plain import passes no `stream`, so the producer orders its pending device work
+/// before the device's default stream, not before the host's reads.
+/// `cuda::from_dlpack_cuda` and `oneapi::from_dlpack_oneapi` (features `cuda`, `oneapi`)
+/// import device tensors with the synchronisation they need.
+fn check_cpu(tensor: &ManagedTensor) -> PyResult<()> {
+    let device = tensor.device();
+    if device.device_type == DeviceType::CPU {
+        return Ok(());
+    }
+    Err(PyBufferError::new_err(format!(
+        "expected a tensor in CPU memory, found one on {device}; copy it to the host first (tensor.cpu() in PyTorch, jax.device_get(x) in JAX, x.get() in CuPy)"
     )))
 }
 

@@ -238,3 +238,21 @@ def test_rust_result_as_the_next_argument(m):
     assert m.address_f32(t) == address
     u, _ = m.scaled(t, 3.0)
     np.testing.assert_array_equal(np.from_dlpack(u), [[0, 3], [6, 9]])
+
+
+# --- devices -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", [(2, 0), (3, 0), (13, 1)], ids=["cuda", "cuda-host", "cuda-managed"])
+def test_tensors_off_the_cpu_are_refused(m, device):
+    # The test module's fake device: host memory labelled with another device type. Even memory
+    # the host can map (pinned, managed) is refused: the plain import orders the producer's work
+    # before the device's default stream, not before the host's reads.
+    t = m.from_bytes(
+        np.zeros(4, dtype=np.float32).tobytes(), (2, 32, 1), [4], device=device, hooks=True
+    )
+    with pytest.raises(BufferError, match=r"expected a tensor in CPU memory, found one on") as refused:
+        m.sum_f32(t)
+    assert refused.value.__notes__ == ["while processing 'x'"]
+    with pytest.raises(BufferError, match="CPU memory"):
+        m.scale_in_place(t, 2.0)

@@ -137,7 +137,8 @@
 //! does not link libpython. cargo names the library `libmylib.so`; Python imports it as
 //! `mylib.abi3.so` (copy it so, as `scripts/steps/pyo3.check.sh` does with the test module, or
 //! build with maturin, which does it for you). This crate's own tests embed CPython instead
-//! and link it.
+//! and link it. The workspace's `examples/python-extension` is such a module, built by
+//! `pip install` with maturin as the build backend, with its pytest suite.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod arguments;

@@ -5,7 +5,6 @@
 
 use candle_core::{Storage, Tensor};
 use dlpack_core::{CopyMode, CopyReason, Transfer};
-use dlpack_ndarray::prelude::*;
 use ndarray::{Array2, ArrayView2, ShapeBuilder, array};
 
 /// The address of a candle CPU f32 tensor's storage.
@@ -21,7 +20,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ndarray -> candle: the array's Vec becomes candle's storage.
     let a: Array2<f32> = array![[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]];
     let array_ptr = a.as_ptr();
-    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(a)?, CopyMode::Never)?;
     println!("ndarray data          {array_ptr:p}");
     println!(
         "candle storage        {:p}  ({transfer:?})",
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // candle -> ndarray: a read-only ndarray view of candle's memory, transposed in place.
     // SAFETY: nothing writes to `t`'s storage while the view lives.
     let dl = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
-    let view: ArrayView2<f32> = dl.as_array_view()?;
+    let view: ArrayView2<f32> = dlpack_ndarray::view(&dl)?;
     println!(
         "ndarray view          {:p}  shape {:?}, strides {:?}",
         view.as_ptr(),
@@ -51,7 +51,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // A column-major array cannot be candle storage as it is: it is copied, and said so.
     let f: Array2<f32> = Array2::from_shape_vec((2, 2).f(), vec![1.0, 3.0, 2.0, 4.0])?;
     let f_ptr = f.as_ptr();
-    let (copied, transfer) = dlpack_candle::into_owned(f.into_dlpack()?, CopyMode::IfNeeded)?;
+    let (copied, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(f)?, CopyMode::IfNeeded)?;
     println!("column-major data     {f_ptr:p}");
     println!(
         "candle storage        {:p}  ({transfer:?})",

@@ -6,7 +6,6 @@ use candle_core::{DType, Device, IndexOp, Storage, Tensor};
 use dlpack_candle::CandleError;
 use dlpack_core::{CopyMode, CopyReason, Error, Transfer};
 use dlpack_ndarray::ImportedArray;
-use dlpack_ndarray::prelude::*;
 use ndarray::{Array, Array2, ArrayView2, ArrayViewD, Ix2, ShapeBuilder, array, s};
 
 type Result = std::result::Result<(), Box<dyn std::error::Error>>;
@@ -24,7 +23,8 @@ fn storage_address<T: candle_core::WithDType>(t: &Tensor) -> usize {
 fn an_owned_array_moves_into_candle_without_a_copy() -> Result {
     let a: Array2<f32> = Array::from_shape_fn((3, 4), |(i, j)| (4 * i + j) as f32);
     let address = a.as_ptr().addr();
-    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(a)?, CopyMode::Never)?;
     assert_eq!(transfer, Transfer::Moved);
     assert_eq!(t.dims(), &[3, 4]);
     assert_eq!(storage_address::<f32>(&t), address);
@@ -40,7 +40,8 @@ fn a_small_slice_of_a_large_array_is_copied_into_candle_not_kept_with_the_rest()
     a.row_mut(0)
         .assign(&ndarray::Array1::from_iter((0..10).map(f64::from)));
     a.slice_collapse(s![0..1, ..]);
-    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::IfNeeded)?;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(a)?, CopyMode::IfNeeded)?;
     assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_eq!(t.dims(), &[1, 10]);
     let (storage, _) = t.storage_and_layout();
@@ -54,7 +55,8 @@ fn a_small_slice_of_a_large_array_is_copied_into_candle_not_kept_with_the_rest()
     let mut a = Array2::<f64>::zeros((10, 10));
     a.slice_collapse(s![0..9, ..]);
     let address = a.as_ptr().addr();
-    let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(a)?, CopyMode::Never)?;
     assert_eq!(transfer, Transfer::Moved);
     assert_eq!(storage_address::<f64>(&t), address);
     Ok(())
@@ -67,7 +69,8 @@ fn arrays_of_every_shared_dtype_move_into_candle() -> Result {
     ) -> Result {
         let a = Array::from_shape_vec((2, values.len() / 2), values.clone())?;
         let address = a.as_ptr().addr();
-        let (t, transfer) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+        let (t, transfer) =
+            dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(a)?, CopyMode::Never)?;
         assert_eq!(transfer, Transfer::Moved);
         assert_eq!(storage_address::<T>(&t), address);
         assert_eq!(t.flatten_all()?.to_vec1::<T>()?, values);
@@ -91,7 +94,7 @@ fn a_candle_tensor_is_an_ndarray_view_of_the_same_memory() -> Result {
     let t = Tensor::arange(0f32, 12., &Device::Cpu)?.reshape((3, 4))?;
     // SAFETY: nothing writes to `t`'s storage in this test.
     let dl = unsafe { dlpack_candle::into_dlpack(t.clone()) }?;
-    let view: ArrayView2<f32> = dl.as_array_view()?;
+    let view: ArrayView2<f32> = dlpack_ndarray::view(&dl)?;
     assert_eq!(view.as_ptr().addr(), storage_address::<f32>(&t));
     assert_eq!(
         view,
@@ -130,7 +133,7 @@ fn strided_candle_tensors_are_strided_ndarray_views() -> Result {
     for (candle, expected) in cases {
         // SAFETY: nothing writes to `t`'s storage in this test.
         let dl = unsafe { dlpack_candle::into_dlpack(candle.clone()) }?;
-        let view: ArrayViewD<i64> = dl.as_array_view()?;
+        let view: ArrayViewD<i64> = dlpack_ndarray::view(&dl)?;
         let offset = candle.layout().start_offset() * 8;
         assert_eq!(view.as_ptr().addr(), base + offset, "{:?}", candle.layout());
         let strides: Vec<isize> = candle.stride().iter().map(|&s| s as isize).collect();
@@ -145,7 +148,7 @@ fn an_ndarray_view_of_a_candle_tensor_is_read_only() -> Result {
     let t = Tensor::zeros((2, 2), DType::F64, &Device::Cpu)?;
     // SAFETY: nothing writes to `t`'s storage in this test.
     let mut dl = unsafe { dlpack_candle::into_dlpack(t.clone()) }?;
-    let err = dl.as_array_view_mut::<f64, Ix2>().unwrap_err();
+    let err = dlpack_ndarray::view_mut::<f64, Ix2>(&mut dl).unwrap_err();
     assert_eq!(err, Error::ReadOnly);
     let mut kept = ImportedArray::<f64, Ix2>::new(dl)?;
     assert_eq!(kept.view_mut().unwrap_err(), Error::ReadOnly);
@@ -157,11 +160,11 @@ fn an_ndarray_view_of_a_candle_tensor_is_read_only() -> Result {
 fn ndarray_to_candle_to_ndarray_never_copies() -> Result {
     let a = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]];
     let address = a.as_ptr().addr();
-    let (t, _) = dlpack_candle::into_owned(a.into_dlpack()?, CopyMode::Never)?;
+    let (t, _) = dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(a)?, CopyMode::Never)?;
     let doubled = (&t * 2.0)?; // candle computes into new storage
     // SAFETY: nothing writes to `t`'s storage in this test.
     let dl = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
-    let view: ArrayView2<f32> = dl.as_array_view()?;
+    let view: ArrayView2<f32> = dlpack_ndarray::view(&dl)?;
     assert_eq!(view.as_ptr().addr(), address, "the original array's memory");
     assert_eq!(view, array![[1.0, 4.0], [2.0, 5.0], [3.0, 6.0]]);
     assert_eq!(
@@ -175,28 +178,34 @@ fn ndarray_to_candle_to_ndarray_never_copies() -> Result {
 fn arrays_candle_cannot_own_are_copied_and_the_reason_is_reported() -> Result {
     // Column-major: the strides are not row-major.
     let f: Array2<f32> = Array::from_shape_vec((2, 3).f(), vec![1., 4., 2., 5., 3., 6.])?;
-    let (t, transfer) = dlpack_candle::into_owned(f.into_dlpack()?, CopyMode::IfNeeded)?;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(f)?, CopyMode::IfNeeded)?;
     assert_eq!(transfer, Transfer::Copied(CopyReason::Layout));
     assert_eq!(t.to_vec2::<f32>()?, [[1., 2., 3.], [4., 5., 6.]]);
 
     // A sliced array: row-major, but only part of its Vec, after its start.
     let sliced = array![[1u32, 2], [3, 4], [5, 6]].slice_move(s![1.., ..]);
-    let (t, transfer) = dlpack_candle::into_owned(sliced.into_dlpack()?, CopyMode::IfNeeded)?;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(sliced)?, CopyMode::IfNeeded)?;
     assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
     assert_eq!(t.to_vec2::<u32>()?, [[3, 4], [5, 6]]);
 
     // Sliced to a prefix of its Vec: the Vec, truncated, moves.
     let prefix = array![[1u32, 2], [3, 4], [5, 6]].slice_move(s![..2, ..]);
     let address = prefix.as_ptr().addr();
-    let (t, transfer) = dlpack_candle::into_owned(prefix.into_dlpack()?, CopyMode::Never)?;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(prefix)?, CopyMode::Never)?;
     assert_eq!(transfer, Transfer::Moved);
     assert_eq!(storage_address::<u32>(&t), address);
     assert_eq!(t.to_vec2::<u32>()?, [[1, 2], [3, 4]]);
 
     // A shared array: other clones still read its memory.
     let shared = array![1i32, 2, 3].into_shared();
-    let refused =
-        dlpack_candle::into_owned(shared.clone().into_dlpack()?, CopyMode::Never).unwrap_err();
+    let refused = dlpack_candle::into_owned(
+        dlpack_ndarray::into_dlpack(shared.clone())?,
+        CopyMode::Never,
+    )
+    .unwrap_err();
     assert!(matches!(
         refused.error,
         CandleError::DLPack(Error::CopyRefused {
@@ -211,8 +220,11 @@ fn arrays_candle_cannot_own_are_copied_and_the_reason_is_reported() -> Result {
 
 #[test]
 fn an_array_of_a_dtype_candle_lacks_names_the_nearest_one() -> Result {
-    let refused =
-        dlpack_candle::into_owned(array![1i8, 2].into_dlpack()?, CopyMode::IfNeeded).unwrap_err();
+    let refused = dlpack_candle::into_owned(
+        dlpack_ndarray::into_dlpack(array![1i8, 2])?,
+        CopyMode::IfNeeded,
+    )
+    .unwrap_err();
     assert!(
         refused
             .to_string()

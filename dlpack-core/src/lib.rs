@@ -78,6 +78,14 @@
 //! once, however many indices share it (broadcast and overlapping strides).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+// The modules, each using only those listed before it (in code; doc links go anywhere):
+// - layout (shape and stride arithmetic), device, flags, version: nothing;
+// - dtype, transfer and error: the value types whose checks return the error that names them,
+//   and that error;
+// - element, ffi; copy (the strided gather), valid (element values), view;
+// - export (the one-allocation block), hooks; tensor (import and ownership); buffer;
+// - protocol and testing, on the value types and ffi.
+
 pub mod ffi;
 
 mod buffer;

@@ -4,29 +4,29 @@
 //! Run: `cargo run --example tour`
 
 use candle_core::{Storage, Tensor};
-use dlpack_candle::{CopyMode, Transfer};
-use dlpack_core::{DLPack, DataType, Device, Error, Export, ExportDesc, ManagedTensor};
-use dlpack_nalgebra::dmatrix_view;
-use dlpack_ndarray::prelude::*;
+use dlpack_core::{
+    CopyMode, DLPack, DataType, Device, Error, ManagedTensor, ShapedBuffer, Transfer,
+};
 use ndarray::{Array2, ArrayView2, ShapeBuilder};
 
-/// A user's own matrix type: row-major storage, exportable by implementing `Export`.
+/// A user's own matrix type: row-major storage, exportable through the safe `ShapedBuffer`
+/// (the export checks the shape against the Vec).
 struct Matrix {
     rows: usize,
     cols: usize,
     data: Vec<f32>,
 }
 
-// SAFETY: `describe` reports the Vec's own buffer of rows * cols initialised f32s, which is
-// writable and stays in place while the Matrix is alive.
-unsafe impl Export for Matrix {
+impl ShapedBuffer for Matrix {
+    type Buffer = Vec<f32>;
+    fn buffer(&mut self) -> &mut Vec<f32> {
+        &mut self.data
+    }
     fn ndim(&self) -> usize {
         2
     }
-    fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
+    fn shape(&self, shape: &mut [i64]) {
         shape.copy_from_slice(&[self.rows as i64, self.cols as i64]);
-        strides.copy_from_slice(&[self.cols as i64, 1]);
-        ExportDesc::host(self.data.as_mut_ptr())
     }
 }
 
@@ -161,7 +161,7 @@ fn adapters_tour() -> Result<(), Box<dyn std::error::Error>> {
     };
     let pixels = image.pixels.as_ptr();
     let tensor = ManagedTensor::export(image)?;
-    let view: ArrayView2<u8> = tensor.as_array_view()?;
+    let view: ArrayView2<u8> = dlpack_ndarray::view(&tensor)?;
     println!(
         "6. #[derive(DLPack)] Image 3x4 as an ndarray view at {:p}: {}; [2, 3] = {}",
         view.as_ptr(),
@@ -178,8 +178,8 @@ fn adapters_tour() -> Result<(), Box<dyn std::error::Error>> {
     // 7. ndarray -> nalgebra: a column-major array is a nalgebra matrix view in place.
     let a = Array2::from_shape_fn((3, 2).f(), |(i, j)| (10 * i + j) as f32);
     let a_ptr = a.as_ptr();
-    let tensor = a.into_dlpack()?;
-    let m = dmatrix_view(tensor.view::<f32>()?)?;
+    let tensor = dlpack_ndarray::into_dlpack(a)?;
+    let m = dlpack_nalgebra::view::<nalgebra::DMatrixView<'_, f32>>(&tensor)?;
     println!(
         "7. ndarray (F order) 3x2 as a nalgebra DMatrixView at {:p}: {}; m[(2, 1)] = {}",
         m.as_ptr(),
@@ -190,9 +190,9 @@ fn adapters_tour() -> Result<(), Box<dyn std::error::Error>> {
     // 8. ndarray -> candle: the array's Vec becomes candle's storage; and back as a view.
     let a = Array2::from_shape_fn((2, 3), |(i, j)| (10 * i + j) as f32);
     let a_ptr = a.as_ptr();
-    let imported = dlpack_candle::import(a.into_dlpack()?, CopyMode::Never)?;
-    assert_eq!(imported.transfer, Transfer::Moved);
-    let t = imported.tensor;
+    let (t, transfer) =
+        dlpack_candle::into_owned(dlpack_ndarray::into_dlpack(a)?, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
     println!(
         "8. ndarray 2x3 into a candle Tensor, storage at {:p}: {}",
         candle_storage(&t),
@@ -200,7 +200,7 @@ fn adapters_tour() -> Result<(), Box<dyn std::error::Error>> {
     );
     // SAFETY: nothing writes to `t`'s storage while `back` lives.
     let back = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
-    let view: ArrayView2<f32> = back.as_array_view()?;
+    let view: ArrayView2<f32> = dlpack_ndarray::view(&back)?;
     println!(
         "   candle's transpose as an ndarray view at {:p} (strides {:?}): {}",
         view.as_ptr(),

@@ -10,14 +10,14 @@
 //!   the workspace's own owned-`Vec` path, which takes the `Vec` back instead of freeing it.
 //! - `owned_array`: an owned `ndarray::Array1<f32>` moved into a tensor, round trip as above,
 //!   then dropped (the array is freed inside the timed region for both libraries).
-//! - `view_import`: `from_raw` + ndarray `ArrayViewD` + one read + `into_raw`, for 1, 4 and 8
+//! - `view_import`: `from_raw` + ndarray `ArrayViewD` + one read + `into_raw`, for 1, 2, 4 and 8
 //!   dimensions (the tensor is exported once, outside the timed region).
 //! - `candle_export`: export of a candle CPU tensor and drop.
 //! - `split`: the `zero_copy` round trip cut into its export half and its import half.
 //! - `copy_out`: a 2048 x 2048 `f32` (16 MiB) tensor, contiguous, transposed or with rows
 //!   reversed (negative stride), gathered into row-major memory: `copy_from_slice` (the
 //!   yardstick), this workspace's `copy_to_slice` into an existing buffer, this workspace's
-//!   `copy_to_candle`, and dlpark's candle import (its only copy path).
+//!   `dlpack_candle::to_owned`, and dlpark's candle import (its only copy path).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -25,7 +25,7 @@ use std::sync::Arc;
 use divan::{Bencher, black_box};
 use dlpack_bench::SharedOurs;
 use dlpack_core::{Export, ExportDesc, ManagedTensor};
-use dlpack_ndarray::{AsArray, IntoDLPack};
+use dlpack_ndarray::{into_dlpack, view};
 use dlpark::ffi::{DLDevice, DLManagedTensorVersioned};
 use dlpark::metadata::Dynamic;
 use dlpark::{DlpackElement, DlpackFlags, TryFromDlpack, allocation::dynamic, versioned};
@@ -110,10 +110,10 @@ mod owned_array {
         bencher
             .with_inputs(|| Array1::<f32>::ones(bytes / 4))
             .bench_local_values(|a| {
-                let raw = a.into_dlpack().unwrap().into_raw().unwrap();
+                let raw = into_dlpack(a).unwrap().into_raw().unwrap();
                 // SAFETY: `raw` was just exported and is owned here.
                 let t = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
-                let v = t.as_array_view::<f32, ndarray::Ix1>().unwrap();
+                let v = view::<f32, ndarray::Ix1>(&t).unwrap();
                 black_box(v[0]);
             });
     }
@@ -146,14 +146,14 @@ mod view_import {
         ArrayD::ones(IxDyn(&vec![2; ndim]))
     }
 
-    /// Workspace: `from_raw` (validation) -> `as_array_view::<f32, IxDyn>` -> read -> `into_raw`.
-    #[divan::bench(args = [1, 4, 8], sample_count = 200, sample_size = 1000)]
+    /// Workspace: `from_raw` (validation) -> `view::<f32, IxDyn>` -> read -> `into_raw`.
+    #[divan::bench(args = [1, 2, 4, 8], sample_count = 200, sample_size = 1000)]
     fn ours(bencher: Bencher, ndim: usize) {
-        let mut raw = array(ndim).into_dlpack().unwrap().into_raw().unwrap();
+        let mut raw = into_dlpack(array(ndim)).unwrap().into_raw().unwrap();
         bencher.bench_local(|| {
             // SAFETY: `raw` is a live tensor owned here (handed back by `into_raw` each time).
             let t = unsafe { ManagedTensor::from_raw(black_box(raw)) }.unwrap();
-            let v = t.as_array_view::<f32, IxDyn>().unwrap();
+            let v = view::<f32, IxDyn>(&t).unwrap();
             black_box(v.first());
             raw = t.into_raw().unwrap();
         });
@@ -162,7 +162,7 @@ mod view_import {
     }
 
     /// dlpark: `from_raw` -> `ArrayViewD::try_from_dlpack` (validation) -> read -> `into_raw`.
-    #[divan::bench(args = [1, 4, 8], sample_count = 200, sample_size = 1000)]
+    #[divan::bench(args = [1, 2, 4, 8], sample_count = 200, sample_size = 1000)]
     fn dlpark(bencher: Bencher, ndim: usize) {
         let init: dynamic::Initialized<DLManagedTensorVersioned> =
             Box::new(array(ndim)).try_into().unwrap();
@@ -300,11 +300,11 @@ mod copy_out {
         bencher.bench_local(|| t.view::<f32>().unwrap().copy_to_slice(&mut dst).unwrap());
     }
 
-    /// Workspace: `dlpack_candle::copy_to_candle` (a new candle tensor; one copy).
+    /// Workspace: `dlpack_candle::to_owned` (a new candle tensor; one copy).
     #[divan::bench(args = LAYOUTS, sample_count = 50)]
-    fn ours_copy_to_candle(bencher: Bencher, name: &str) {
+    fn ours_to_owned(bencher: Bencher, name: &str) {
         let t = ours_tensor(name);
-        bencher.bench_local(|| black_box(dlpack_candle::copy_to_candle(&t).unwrap()));
+        bencher.bench_local(|| black_box(dlpack_candle::to_owned(&t).unwrap()));
     }
 
     /// dlpark: `candle_core::Tensor::try_from_dlpack` (its copy path).

@@ -762,14 +762,34 @@ mod tests {
     /// needs, plus the two the GPU suite calls itself. So when the crate starts calling a driver
     /// function (directly or through cudarc) without listing it in [`REQUIRED_SYMBOLS`], the
     /// stand-in lacks it too and cudarc panics in the stand-in suite; and the stand-in cannot
-    /// grow a function that the list does not name.
+    /// grow a function that the list does not name. Every module of the stand-in is read: one
+    /// that its `lib.rs` declares and this test does not read fails it.
     #[test]
     fn the_stand_in_exports_exactly_the_required_symbols() {
         const SUITE_ONLY: [&str; 2] = ["cuLaunchHostFunc", "cuEventQuery"];
-        let source = include_str!("../test-driver/src/lib.rs");
-        let mut exported: Vec<&str> = source
-            .split("extern \"C\" fn ")
-            .skip(1)
+        const LIB: &str = include_str!("../test-driver/src/lib.rs");
+        const MODULES: [(&str, &str); 7] = [
+            ("device", include_str!("../test-driver/src/device.rs")),
+            ("entry", include_str!("../test-driver/src/entry.rs")),
+            ("memory", include_str!("../test-driver/src/memory.rs")),
+            ("pointers", include_str!("../test-driver/src/pointers.rs")),
+            ("state", include_str!("../test-driver/src/state.rs")),
+            ("streams", include_str!("../test-driver/src/streams.rs")),
+            ("support", include_str!("../test-driver/src/support.rs")),
+        ];
+        let mut declared: Vec<&str> = LIB
+            .lines()
+            .filter_map(|line| line.strip_prefix("mod ")?.strip_suffix(';'))
+            .collect();
+        declared.sort_unstable();
+        let read: Vec<&str> = MODULES.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            declared, read,
+            "the stand-in's modules and the ones read here"
+        );
+        let mut exported: Vec<&str> = core::iter::once(LIB)
+            .chain(MODULES.iter().map(|(_, source)| *source))
+            .flat_map(|source| source.split("extern \"C\" fn ").skip(1))
             .filter_map(|rest| rest.split('(').next())
             .filter(|name| name.starts_with("cu"))
             .collect();

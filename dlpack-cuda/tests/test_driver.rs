@@ -36,7 +36,7 @@ const ATTRIBUTES_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT";
 /// range (the crate asks again for the memory kind alone).
 const HOST_RANGES_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_HOST_RANGES";
 
-/// `LiveObjects` of the test driver (test-driver/src/lib.rs).
+/// `LiveObjects` of the test driver (test-driver/src/support.rs).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct LiveObjects {
@@ -133,7 +133,7 @@ fn main() -> ExitCode {
     // SAFETY: `load_driver` succeeded, so cudarc has found a libcuda; looking a symbol up only
     // reads its symbol table.
     let cudarc_library = unsafe { sys::culib() };
-    // SAFETY: symbol lookups only; the types are those test-driver/src/lib.rs exports.
+    // SAFETY: symbol lookups only; the types are those test-driver/src/support.rs exports.
     let support = unsafe {
         assert!(
             cudarc_library

@@ -37,7 +37,7 @@ STAND_IN = ctypes.CDLL(_DRIVER)
 
 
 class Live(ctypes.Structure):
-    """`LiveObjects` of dlpack-cuda/test-driver/src/lib.rs."""
+    """`LiveObjects` of dlpack-cuda/test-driver/src/support.rs."""
 
     _fields_ = [
         (name, ctypes.c_uint64)
@@ -57,7 +57,7 @@ class Live(ctypes.Structure):
 
 
 class Calls(ctypes.Structure):
-    """`CallCounts` of dlpack-cuda/test-driver/src/lib.rs."""
+    """`CallCounts` of dlpack-cuda/test-driver/src/support.rs."""
 
     _fields_ = [
         (name, ctypes.c_uint64)

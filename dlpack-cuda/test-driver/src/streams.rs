@@ -1,0 +1,304 @@
+//! Streams and events: each stream runs its work in order on a thread of its own; an event's
+//! recording is a position in a stream (`cuStream*`, `cuEvent*`, `cuLaunchHostFunc`).
+
+use core::ffi::{c_uint, c_void};
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use cudarc::driver::sys::CUresult::{
+    CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_READY, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_UNKNOWN,
+    CUDA_SUCCESS,
+};
+use cudarc::driver::sys::{CUevent, CUhostFn, CUresult, CUstream};
+
+use crate::entry::{Outcome, Refusal, entry, invalid, put, refuse};
+use crate::state::{driver, lock, state};
+
+/// Work queued on a stream.
+type Work = Box<dyn FnOnce() + Send>;
+
+/// A stream: its work runs in order on a thread of its own.
+pub(crate) struct Stream {
+    pub(crate) ordinal: i32,
+    queue: Mutex<Option<Sender<Work>>>,
+    /// The worker thread, joined by `settle` once the stream is destroyed.
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Stream {
+    pub(crate) fn new(ordinal: i32) -> Result<Arc<Stream>, Refusal> {
+        let (sender, receiver) = channel::<Work>();
+        let thread = std::thread::Builder::new()
+            .name(format!("cuda-test-stream-{ordinal}"))
+            .spawn(move || {
+                for work in receiver {
+                    work();
+                }
+            })
+            .map_err(|e| refuse(CUDA_ERROR_OUT_OF_MEMORY, format!("no stream thread: {e}")))?;
+        Ok(Arc::new(Stream {
+            ordinal,
+            queue: Mutex::new(Some(sender)),
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    pub(crate) fn push(&self, work: Work) -> Outcome {
+        let queue = lock(&self.queue);
+        match queue.as_ref() {
+            Some(sender) if sender.send(work).is_ok() => Ok(()),
+            _ => Err(refuse(CUDA_ERROR_INVALID_HANDLE, "a destroyed stream")),
+        }
+    }
+
+    /// Waits until everything queued so far has run.
+    pub(crate) fn finish(&self) -> Outcome {
+        let (done, wait) = channel::<()>();
+        self.push(Box::new(move || {
+            let _ = done.send(());
+        }))?;
+        wait.recv()
+            .map_err(|_| refuse(CUDA_ERROR_UNKNOWN, "the stream thread ended"))
+    }
+
+    /// Ends the stream: queued work still runs, then its thread ends.
+    fn close(&self) {
+        lock(&self.queue).take();
+    }
+
+    /// Waits for a closed stream's queued work and its thread.
+    pub(crate) fn join(&self) {
+        if let Some(thread) = lock(&self.thread).take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One recording of an event: reached when its stream gets to it.
+#[derive(Default)]
+pub(crate) struct Completion {
+    reached: Mutex<bool>,
+    signal: Condvar,
+}
+
+impl Completion {
+    fn reach(&self) {
+        *lock(&self.reached) = true;
+        self.signal.notify_all();
+    }
+
+    fn is_reached(&self) -> bool {
+        *lock(&self.reached)
+    }
+
+    fn wait(&self) {
+        let mut reached = lock(&self.reached);
+        while !*reached {
+            reached = self
+                .signal
+                .wait(reached)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+}
+
+/// An event: its latest recording (none before the first, which counts as reached, as on the
+/// driver). A wait or query concerns the recording that was latest when it was asked, whatever
+/// is recorded later.
+pub(crate) struct Event {
+    pub(crate) ordinal: i32,
+    latest: Mutex<Option<Arc<Completion>>>,
+}
+
+impl Event {
+    fn latest(&self) -> Option<Arc<Completion>> {
+        lock(&self.latest).clone()
+    }
+}
+
+/// `cuStreamCreate` in the current context (flags 0 or `CU_STREAM_NON_BLOCKING`).
+///
+/// # Safety
+/// `stream` is valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) -> CUresult {
+    entry("cuStreamCreate", || {
+        if flags > 1 {
+            return Err(invalid(format!("stream flags {flags}")));
+        }
+        let mut state = state()?;
+        let device = state.current()?;
+        let created = Stream::new(device as i32)?;
+        let handle = state.handle();
+        // SAFETY: the caller's contract.
+        unsafe { put(stream, ptr::without_provenance_mut(handle)) }?;
+        state.streams.insert(handle, created);
+        Ok(())
+    })
+}
+
+/// `cuStreamDestroy_v2`: work already queued still runs.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
+    entry("cuStreamDestroy_v2", || {
+        let mut state = state()?;
+        let stream = state.streams.remove(&stream.addr()).ok_or_else(|| {
+            refuse(
+                CUDA_ERROR_INVALID_HANDLE,
+                format!("stream {:#x}", stream.addr()),
+            )
+        })?;
+        stream.close();
+        state.closed.push(stream);
+        Ok(())
+    })
+}
+
+/// `cuStreamSynchronize`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamSynchronize(stream: CUstream) -> CUresult {
+    entry("cuStreamSynchronize", || {
+        let stream = state()?.stream(stream)?;
+        stream.finish()
+    })
+}
+
+/// `cuStreamWaitEvent`: later work on `stream` waits for the event's last recording.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_uint) -> CUresult {
+    entry("cuStreamWaitEvent", || {
+        if flags != 0 {
+            return Err(invalid(format!("wait flags {flags}")));
+        }
+        let (stream, event) = {
+            let mut state = state()?;
+            (state.stream(stream)?, state.event(event)?)
+        };
+        // An event never recorded is complete: nothing to wait for.
+        if let Some(recording) = event.latest() {
+            stream.push(Box::new(move || recording.wait()))?;
+        }
+        driver().calls.stream_waits.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+/// `cuLaunchHostFunc`: runs `function(data)` in stream order.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuLaunchHostFunc(
+    stream: CUstream,
+    function: CUhostFn,
+    data: *mut c_void,
+) -> CUresult {
+    entry("cuLaunchHostFunc", || {
+        let function = function.ok_or_else(|| invalid("a NULL host function"))?;
+        let stream = state()?.stream(stream)?;
+        let data = data.expose_provenance();
+        stream.push(Box::new(move || {
+            // SAFETY: the caller hands `data` to `function` in stream order, as the driver does.
+            unsafe { function(ptr::with_exposed_provenance_mut(data)) }
+        }))
+    })
+}
+
+/// `cuEventCreate` in the current context.
+///
+/// # Safety
+/// `event` is valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> CUresult {
+    entry("cuEventCreate", || {
+        if flags & !0xf != 0 {
+            return Err(invalid(format!("event flags {flags:#x}")));
+        }
+        let mut state = state()?;
+        let device = state.current()?;
+        let handle = state.handle();
+        // SAFETY: the caller's contract.
+        unsafe { put(event, ptr::without_provenance_mut(handle)) }?;
+        state.events.insert(
+            handle,
+            Arc::new(Event {
+                ordinal: device as i32,
+                latest: Mutex::new(None),
+            }),
+        );
+        Ok(())
+    })
+}
+
+/// `cuEventRecord`: the event and the stream must belong to the same device's context.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventRecord(event: CUevent, stream: CUstream) -> CUresult {
+    entry("cuEventRecord", || {
+        let (stream, event) = {
+            let mut state = state()?;
+            (state.stream(stream)?, state.event(event)?)
+        };
+        if stream.ordinal != event.ordinal {
+            return Err(refuse(
+                CUDA_ERROR_INVALID_HANDLE,
+                format!(
+                    "an event of device {} recorded on a stream of device {}",
+                    event.ordinal, stream.ordinal
+                ),
+            ));
+        }
+        let recording = Arc::new(Completion::default());
+        let reached = recording.clone();
+        stream.push(Box::new(move || reached.reach()))?;
+        // Only a recording that is queued becomes the one waits and queries concern.
+        *lock(&event.latest) = Some(recording);
+        driver().calls.event_records.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    })
+}
+
+/// `cuEventQuery`: `CUDA_ERROR_NOT_READY` until the last recording is reached.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventQuery(event: CUevent) -> CUresult {
+    let event = match state().and_then(|state| state.event(event)) {
+        Ok(event) => event,
+        Err(refusal) => return entry("cuEventQuery", || Err(refusal)),
+    };
+    if event
+        .latest()
+        .is_none_or(|recording| recording.is_reached())
+    {
+        CUDA_SUCCESS
+    } else {
+        CUDA_ERROR_NOT_READY
+    }
+}
+
+/// `cuEventSynchronize`.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventSynchronize(event: CUevent) -> CUresult {
+    entry("cuEventSynchronize", || {
+        let event = state()?.event(event)?;
+        if let Some(recording) = event.latest() {
+            recording.wait();
+        }
+        Ok(())
+    })
+}
+
+/// `cuEventDestroy_v2`: waits queued on the event stay in force.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventDestroy_v2(event: CUevent) -> CUresult {
+    entry("cuEventDestroy_v2", || {
+        state()?
+            .events
+            .remove(&event.addr())
+            .map(drop)
+            .ok_or_else(|| {
+                refuse(
+                    CUDA_ERROR_INVALID_HANDLE,
+                    format!("event {:#x}", event.addr()),
+                )
+            })
+    })
+}

@@ -3,7 +3,7 @@
 //! sub-devices each, host memory standing in for device memory, command lists running on worker
 //! threads. Export, import, pointer -> device, contexts, spans, copies and the queue handshake.
 //!
-//! The suite runs three times, each in its own process (the loader reads its configuration once):
+//! The suite runs four times, each in its own process (the loader reads its configuration once):
 //! with the loader passing calls straight to the driver, with the loader's intercept layer
 //! (`ZE_ENABLE_LOADER_INTERCEPT=1`, the multi-driver path, where the loader wraps every handle),
 //! and with the loader's validation layer (`ZE_ENABLE_VALIDATION_LAYER=1`,

@@ -355,8 +355,11 @@ unsafe impl<P: ShapedBuffer> Export for P {
         if let Some(buffer) = as_own_buffer(self) {
             // What the general path below writes for a bare buffer, without its loops or an
             // allocation check that cannot fail: every `Vec` export takes this path.
-            shape.fill(buffer.len() as i64);
-            strides.fill(1);
+            // `ndim` is 1 for a bare buffer (its blanket `ShapedBuffer` impl).
+            if let ([size], [stride]) = (shape, strides) {
+                *size = buffer.len() as i64;
+                *stride = 1;
+            }
             return ExportDesc {
                 data: buffer.as_mut_ptr().cast(),
                 byte_offset: 0,

@@ -16,7 +16,7 @@
 //!   streamed once on both sides (a naive transposed copy touches one element per line, and
 //!   power-of-two strides make those lines evict each other), tiles are visited in blocks small
 //!   enough for the TLB, and full tiles run with constant sizes so their loops are unrolled. The
-//!   remaining axes are walked by the odometer ([`Offsets`]).
+//!   remaining axes are walked by the odometer ([`Walk`]).
 //! - **elements**: everything else. The odometer walks the outer axes, keeping the source offset
 //!   as a running `isize` sum (one addition per step, no multiplication over all axes), and a
 //!   plain loop copies the innermost axis; a zero (broadcast) inner stride reads once and fills,
@@ -31,7 +31,7 @@
 use core::mem::MaybeUninit;
 use core::ptr;
 
-use crate::layout::{Axis, Offsets, merge_axes};
+use crate::layout::{Axis, Walk, merge_axes};
 
 /// Copies every element reachable from `src` with `shape` and `strides` (in elements, may be
 /// negative or zero) into `dst`, in row-major (C) order of the indices.
@@ -106,8 +106,8 @@ unsafe fn copy_runs<T: Copy>(
     outer: &[Axis],
     dst: &mut [MaybeUninit<T>],
 ) {
-    let run = inner.len;
-    let rows = Offsets::over(outer.to_vec(), dst.len() / run);
+    let run = inner.size;
+    let rows = Walk::new(outer.to_vec(), dst.len() / run);
     for (out, offset) in dst.chunks_exact_mut(run).zip(rows) {
         // SAFETY: `offset` is the source offset of an in-bounds index (the outer index with the
         // inner index 0), so the caller guarantees it is a valid, in-allocation offset of `src`.
@@ -155,8 +155,8 @@ unsafe fn copy_elements<T: Copy>(
     dst: &mut [MaybeUninit<T>],
 ) {
     let stride = inner.stride;
-    let rows = Offsets::over(outer.to_vec(), dst.len() / inner.len);
-    for (out, offset) in dst.chunks_exact_mut(inner.len).zip(rows) {
+    let rows = Walk::new(outer.to_vec(), dst.len() / inner.size);
+    for (out, offset) in dst.chunks_exact_mut(inner.size).zip(rows) {
         // SAFETY: `offset` is the source offset of an in-bounds index (inner index 0).
         let row = unsafe { src.offset(offset) };
         match stride {
@@ -201,32 +201,33 @@ unsafe fn copy_tiled<T: Copy>(
     outer: &[Axis],
     dst: &mut [MaybeUninit<T>],
 ) {
-    // The destination is row-major: each axis steps over all the elements of the inner ones.
-    let mut dst_strides = vec![0usize; outer.len()];
-    let mut step = inner.len;
-    for (stride, axis) in dst_strides.iter_mut().zip(outer).rev() {
-        *stride = step;
-        step = step.saturating_mul(axis.len);
+    // The other outer axes, walked for the source offset and the destination position in step.
+    // The destination is row-major: each axis steps over all the elements of the inner ones
+    // (at most `dst.len()`, which fits `isize`).
+    let mut rest = Vec::with_capacity(outer.len() - 1);
+    let mut unit_dst = 0;
+    let mut step = inner.size;
+    for (k, axis) in outer.iter().enumerate().rev() {
+        if k == j {
+            unit_dst = step;
+        } else {
+            rest.push(Axis::new(axis.size, (axis.stride, step as isize)));
+        }
+        step = step.saturating_mul(axis.size);
     }
+    // Pushed innermost first.
+    rest.reverse();
     let unit = Line {
-        len: outer[j].len,
+        len: outer[j].size,
         src: outer[j].stride,
-        dst: dst_strides[j],
+        dst: unit_dst,
     };
     let inner = Line {
-        len: inner.len,
+        len: inner.size,
         src: inner.stride,
         dst: 1,
     };
-    // The other outer axes, walked twice in step: for the source offsets and for the
-    // destination positions (row-major, so at most `dst.len()`, which fits `isize`).
-    let (mut rest_src, mut rest_dst) = (Vec::new(), Vec::new());
-    for (k, axis) in outer.iter().enumerate().filter(|&(k, _)| k != j) {
-        rest_src.push(*axis);
-        rest_dst.push(Axis::new(axis.len, dst_strides[k] as isize));
-    }
-    let slabs = dst.len() / (unit.len * inner.len);
-    let walk = Offsets::over(rest_src, slabs).zip(Offsets::over(rest_dst, slabs));
+    let walk = Walk::new(rest, dst.len() / (unit.len * inner.len));
     let tile_a = (TILE_BYTES / size_of::<T>()).max(4);
     // Room for one tile: 16 KiB for elements of up to 64 bytes, so it stays in L1.
     let mut buf = Box::<[T]>::new_uninit_slice(tile_a.min(unit.len) * TILE_ROWS.min(inner.len));

@@ -7,9 +7,10 @@
 //! - Strides: [`fill_row_major_strides`], [`row_major_strides`], [`is_row_major`],
 //!   [`strides_are_disjoint`].
 //! - Indices: [`offset_of`] (one index to its offset), [`row_major_position`] (coordinates to
-//!   their row-major position), and [`Offsets`], the one odometer, which walks every index in
-//!   row-major order over the axes [`merge_axes`] leaves.
+//!   their row-major position), and [`Walk`], the one odometer, which walks every index in
+//!   row-major order over the axes [`merge_axes`] leaves ([`Offsets`] is its public face).
 
+use core::fmt;
 use core::marker::PhantomData;
 
 /// The largest `ndim` an imported tensor may have. NumPy allows 64 dimensions, PyTorch 25;
@@ -41,11 +42,9 @@ pub(crate) struct Extent {
 pub(crate) enum Overflow {
     /// A size is negative, or the product of the sizes exceeds `usize`.
     Count,
-    /// `(shape[axis] - 1) * strides[axis]` exceeds `i64`.
-    Term {
-        /// The axis.
-        axis: usize,
-    },
+    /// `(shape[axis] - 1) * strides[axis]` exceeds `i64`, for the first such axis
+    /// ([`overflowing_term`] names it).
+    Term,
     /// A sum of the terms exceeds `i64`.
     Sum,
 }
@@ -60,15 +59,27 @@ pub(crate) fn count_and_extent(
 ) -> Result<(usize, Extent), Overflow> {
     let mut elements: usize = 1;
     let (mut lo, mut hi) = (0i64, 0i64);
-    for (axis, (&d, &s)) in shape.iter().zip(strides).enumerate() {
+    for (&d, &s) in shape.iter().zip(strides) {
         let size = usize::try_from(d).map_err(|_| Overflow::Count)?;
         elements = elements.checked_mul(size).ok_or(Overflow::Count)?;
         // `d >= 0` here, so `d - 1` does not overflow.
-        let term = (d - 1).checked_mul(s).ok_or(Overflow::Term { axis })?;
-        let sum = if term < 0 { &mut lo } else { &mut hi };
-        *sum = sum.checked_add(term).ok_or(Overflow::Sum)?;
+        let term = (d - 1).checked_mul(s).ok_or(Overflow::Term)?;
+        if term < 0 {
+            lo = lo.checked_add(term).ok_or(Overflow::Sum)?;
+        } else {
+            hi = hi.checked_add(term).ok_or(Overflow::Sum)?;
+        }
     }
     Ok((elements, Extent { lo, hi }))
+}
+
+/// The first axis whose `(shape[axis] - 1) * strides[axis]` exceeds `i64`: the axis of an
+/// [`Overflow::Term`].
+pub(crate) fn overflowing_term(shape: &[i64], strides: &[i64]) -> Option<usize> {
+    shape
+        .iter()
+        .zip(strides)
+        .position(|(&d, &s)| d.checked_sub(1).and_then(|t| t.checked_mul(s)).is_none())
 }
 
 /// The number of elements of `shape`: 0 when a size is 0, whatever the others; `None` when a
@@ -177,21 +188,61 @@ pub(crate) fn row_major_position(coords: &[usize], shape: &[i64]) -> usize {
         .fold(0usize, |flat, (&c, &d)| flat * d as usize + c)
 }
 
-/// One axis of a walk: its length, its stride, and the index an [`Offsets`] walk is at on it.
+/// What a walk keeps a running sum of: one element offset ([`Offsets`]), or a source offset and
+/// a destination position walked in step (the gather's tiles). Every partial sum is that of an
+/// index of the walk, within a validated span, so the wrapping arithmetic never wraps.
+pub(crate) trait Sum: Copy {
+    /// The sum at index 0 of every axis.
+    const ZERO: Self;
+    /// `self + stride`: one step along an axis.
+    fn step(self, stride: Self) -> Self;
+    /// `self - index * stride`: from `index` back to index 0 of an axis.
+    fn rewind(self, stride: Self, index: usize) -> Self;
+}
+
+impl Sum for isize {
+    const ZERO: isize = 0;
+    #[inline(always)]
+    fn step(self, stride: isize) -> isize {
+        self.wrapping_add(stride)
+    }
+    #[inline(always)]
+    fn rewind(self, stride: isize, index: usize) -> isize {
+        self.wrapping_sub((index as isize).wrapping_mul(stride))
+    }
+}
+
+impl Sum for (isize, isize) {
+    const ZERO: (isize, isize) = (0, 0);
+    #[inline(always)]
+    fn step(self, stride: (isize, isize)) -> (isize, isize) {
+        (self.0.step(stride.0), self.1.step(stride.1))
+    }
+    #[inline(always)]
+    fn rewind(self, stride: (isize, isize), index: usize) -> (isize, isize) {
+        (
+            self.0.rewind(stride.0, index),
+            self.1.rewind(stride.1, index),
+        )
+    }
+}
+
+/// One axis of a walk: its size, its stride (or strides, walked in step), and the index a walk
+/// is at on it.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Axis {
+pub(crate) struct Axis<S = isize> {
     /// The number of indices along the axis.
-    pub(crate) len: usize,
+    pub(crate) size: usize,
     /// The offset between neighbouring indices, in elements.
-    pub(crate) stride: isize,
+    pub(crate) stride: S,
     index: usize,
 }
 
-impl Axis {
-    /// An axis of `len` indices, `stride` elements apart.
-    pub(crate) const fn new(len: usize, stride: isize) -> Self {
+impl<S> Axis<S> {
+    /// An axis of `size` indices, `stride` apart.
+    pub(crate) const fn new(size: usize, stride: S) -> Self {
         Axis {
-            len,
+            size,
             stride,
             index: 0,
         }
@@ -200,34 +251,88 @@ impl Axis {
 
 /// The axes of a layout that move, outermost first, given as `(size, stride)` pairs: size-1
 /// axes are left out (their stride is never used), and an axis that steps over exactly one run
-/// of the next inner one (its stride is `len * stride` of that one: a compact row-major pair) is
-/// joined with it into one axis. The result reaches the same offsets in the same row-major
+/// of the next inner one (its stride is `size * stride` of that one: a compact row-major pair)
+/// is joined with it into one axis. The result reaches the same offsets in the same row-major
 /// order, so a compact layout of any rank becomes one axis of stride 1.
 ///
 /// Expects no size 0 and sizes whose product fits `usize`.
-pub(crate) fn merge_axes(dims: impl IntoIterator<Item = (usize, isize)>) -> Vec<Axis> {
-    let mut axes: Vec<Axis> = Vec::new();
-    for (len, stride) in dims {
-        if len == 1 {
+pub(crate) fn merge_axes(dims: impl ExactSizeIterator<Item = (usize, isize)>) -> Vec<Axis> {
+    let mut axes: Vec<Axis> = Vec::with_capacity(dims.len());
+    for (size, stride) in dims {
+        if size == 1 {
             continue;
         }
         if let Some(outer) = axes.last_mut() {
-            // Joining outer (L, S) with inner (len, stride) when S == stride * len: the joined
-            // index m = i * len + k has offset i * S + k * stride = m * stride.
-            let steps_as_one = isize::try_from(len)
+            // Joining outer (L, S) with inner (size, stride) when S == stride * size: the joined
+            // index m = i * size + k has offset i * S + k * stride = m * stride.
+            let steps_as_one = isize::try_from(size)
                 .ok()
                 .and_then(|n| stride.checked_mul(n))
                 == Some(outer.stride);
-            if steps_as_one && let Some(joined) = outer.len.checked_mul(len) {
-                outer.len = joined;
+            if steps_as_one && let Some(joined) = outer.size.checked_mul(size) {
+                outer.size = joined;
                 outer.stride = stride;
                 continue;
             }
         }
-        axes.push(Axis::new(len, stride));
+        axes.push(Axis::new(size, stride));
     }
     axes
 }
+
+/// The odometer: the running sums of every index of some axes, in row-major order.
+#[derive(Clone)]
+pub(crate) struct Walk<S = isize> {
+    /// The axes, outermost first, each with its index in the walk.
+    axes: Vec<Axis<S>>,
+    sum: S,
+    remaining: usize,
+}
+
+impl<S: Sum> Walk<S> {
+    /// The walk over the `len` indices of `axes` (whose sizes multiply to `len`), as they are,
+    /// outermost first.
+    pub(crate) fn new(axes: Vec<Axis<S>>, len: usize) -> Self {
+        Walk {
+            axes,
+            sum: S::ZERO,
+            remaining: len,
+        }
+    }
+}
+
+impl<S: Sum> Iterator for Walk<S> {
+    type Item = S;
+
+    #[inline]
+    fn next(&mut self) -> Option<S> {
+        if self.remaining == 0 {
+            return None;
+        }
+        self.remaining -= 1;
+        let current = self.sum;
+        if self.remaining > 0 {
+            // Advance the odometer. Every axis here has at least two indices, so this loop
+            // takes fewer than two steps per index on average.
+            for axis in self.axes.iter_mut().rev() {
+                if axis.index + 1 < axis.size {
+                    axis.index += 1;
+                    self.sum = self.sum.step(axis.stride);
+                    break;
+                }
+                self.sum = self.sum.rewind(axis.stride, axis.index);
+                axis.index = 0;
+            }
+        }
+        Some(current)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<S: Sum> ExactSizeIterator for Walk<S> {}
 
 /// Element offsets (in elements, from the first element) of every index, in row-major order:
 /// what [`CheckedTensor::element_offsets`](crate::CheckedTensor::element_offsets) returns.
@@ -243,12 +348,9 @@ pub(crate) fn merge_axes(dims: impl IntoIterator<Item = (usize, isize)>) -> Vec<
 /// assert_eq!(t.element_offsets().collect::<Vec<_>>(), [0, 1, 2, 3, 4, 5]);
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Offsets<'a> {
-    /// The axes that move, outermost first, each with its index in the walk.
-    axes: Vec<Axis>,
-    offset: isize,
-    remaining: usize,
+    walk: Walk,
     _tensor: PhantomData<&'a [i64]>,
 }
 
@@ -267,17 +369,8 @@ impl<'a> Offsets<'a> {
         } else {
             Vec::new()
         };
-        Offsets::over(axes, len)
-    }
-
-    /// The walk over the `len` indices of `axes` (whose lengths multiply to `len`), as they
-    /// are, outermost first. Every partial sum of `index * stride` terms is the offset of an
-    /// index of the walk, which lies in a validated span.
-    pub(crate) fn over(axes: Vec<Axis>, len: usize) -> Self {
         Offsets {
-            axes,
-            offset: 0,
-            remaining: len,
+            walk: Walk::new(axes, len),
             _tensor: PhantomData,
         }
     }
@@ -286,38 +379,28 @@ impl<'a> Offsets<'a> {
 impl Iterator for Offsets<'_> {
     type Item = isize;
 
+    #[inline]
     fn next(&mut self) -> Option<isize> {
-        if self.remaining == 0 {
-            return None;
-        }
-        self.remaining -= 1;
-        let current = self.offset;
-        if self.remaining > 0 {
-            // Advance the odometer. Every partial sum is the offset of a valid index, which the
-            // validated span bounds, so wrapping arithmetic never actually wraps. Every axis
-            // here has at least two indices, so this loop takes fewer than two steps per
-            // element on average.
-            for axis in self.axes.iter_mut().rev() {
-                if axis.index + 1 < axis.len {
-                    axis.index += 1;
-                    self.offset = self.offset.wrapping_add(axis.stride);
-                    break;
-                }
-                self.offset = self
-                    .offset
-                    .wrapping_sub((axis.index as isize).wrapping_mul(axis.stride));
-                axis.index = 0;
-            }
-        }
-        Some(current)
+        self.walk.next()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.remaining, Some(self.remaining))
+        self.walk.size_hint()
     }
 }
 
 impl ExactSizeIterator for Offsets<'_> {}
+
+impl fmt::Debug for Offsets<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Offsets")
+            .field("axes", &self.walk.axes)
+            .field("offset", &self.walk.sum)
+            .field("remaining", &self.walk.remaining)
+            .field("_tensor", &self._tensor)
+            .finish()
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -342,7 +425,7 @@ mod tests {
     fn walk(shape: &[i64], strides: &[i64], axes: usize) {
         let len = shape.iter().map(|&d| d as usize).product();
         let offsets = Offsets::new(shape, strides, len);
-        assert_eq!(offsets.axes.len(), axes, "{shape:?} {strides:?}");
+        assert_eq!(offsets.walk.axes.len(), axes, "{shape:?} {strides:?}");
         assert_eq!(offsets.len(), len);
         assert_eq!(offsets.collect::<Vec<_>>(), naive(shape, strides));
     }
@@ -403,10 +486,24 @@ mod tests {
     fn a_walk_over_axes_as_given_visits_them_in_row_major_order() {
         // Axes that would join are walked as given: the same offsets, from three dials.
         let axes = vec![Axis::new(2, 12), Axis::new(3, 4), Axis::new(4, 1)];
-        let got: Vec<_> = Offsets::over(axes, 24).collect();
+        let got: Vec<_> = Walk::new(axes, 24).collect();
         assert_eq!(got, naive(&[2, 3, 4], &[12, 4, 1]));
+        // Two sums in step: each is the walk of its own strides.
+        let axes = vec![Axis::new(2, (12, -1)), Axis::new(3, (4, 7))];
+        let (first, second): (Vec<_>, Vec<_>) = Walk::new(axes, 6).unzip();
+        assert_eq!(first, naive(&[2, 3], &[12, 4]));
+        assert_eq!(second, naive(&[2, 3], &[-1, 7]));
         // No axes: the one index of a scalar.
-        assert_eq!(Offsets::over(Vec::new(), 1).collect::<Vec<_>>(), [0]);
+        assert_eq!(Walk::<isize>::new(Vec::new(), 1).collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn offsets_debug_shows_the_walk() {
+        let offsets = Offsets::new(&[2, 3], &[1, 2], 6);
+        assert_eq!(
+            format!("{offsets:?}"),
+            "Offsets { axes: [Axis { size: 2, stride: 1, index: 0 }, Axis { size: 3, stride: 2, index: 0 }], offset: 0, remaining: 6, _tensor: PhantomData<&[i64]> }"
+        );
     }
 
     #[test]
@@ -418,7 +515,8 @@ mod tests {
         let err = |shape: &[i64], strides: &[i64]| count_and_extent(shape, strides).unwrap_err();
         assert_eq!(err(&[2, -1], &[1, 1]), Overflow::Count);
         assert_eq!(err(&[i64::MAX, 4], &[1, 1]), Overflow::Count);
-        assert_eq!(err(&[2, 3], &[1, i64::MAX]), Overflow::Term { axis: 1 });
+        assert_eq!(err(&[2, 3], &[1, i64::MAX]), Overflow::Term);
+        assert_eq!(overflowing_term(&[2, 3], &[1, i64::MAX]), Some(1));
         assert_eq!(err(&[2, 2], &[i64::MAX, i64::MAX]), Overflow::Sum);
         // The exact count of a shape with a zero size, whatever the others.
         assert_eq!(element_count(&[i64::MAX, i64::MAX, 0]), Some(0));

@@ -543,12 +543,15 @@ fn reach(t: &DLTensor, shape: &[i64], strides: &[i64], flags: Flags) -> Result<S
         // The count cannot overflow: the caller counted the elements already.
         let (_, Extent { lo, hi }) =
             layout::count_and_extent(shape, strides).map_err(|stop| match stop {
-                layout::Overflow::Term { axis } => {
-                    let (d, s) = (shape[axis], strides[axis]);
-                    overflow(format!(
-                        "(shape[{axis}] - 1) * strides[{axis}] = ({d} - 1) * {s} overflows: the strides {strides:?} of shape {shape:?} reach too far"
-                    ))
-                }
+                layout::Overflow::Term => match layout::overflowing_term(shape, strides) {
+                    Some(axis) => {
+                        let (d, s) = (shape[axis], strides[axis]);
+                        overflow(format!(
+                            "(shape[{axis}] - 1) * strides[{axis}] = ({d} - 1) * {s} overflows: the strides {strides:?} of shape {shape:?} reach too far"
+                        ))
+                    }
+                    None => too_far(),
+                },
                 layout::Overflow::Sum | layout::Overflow::Count => too_far(),
             })?;
         let elem = dtype.element_bytes() as i64;

@@ -6,9 +6,8 @@ use core::ffi::c_void;
 use core::fmt;
 
 use candle_core::{CpuStorage, DType, DeviceLocation, Layout, Storage, Tensor};
-use dlpack_core::{
-    DataType, Device, Export, ExportDesc, Flags, ManagedTensor, Refused, give_buffer_vec,
-};
+use dlpack_core::__private::give_vec_of_buffer;
+use dlpack_core::{DataType, Device, Export, ExportDesc, Flags, ManagedTensor, Refused};
 
 use crate::import::{candle_tensor, copy_to_storage};
 use crate::shape::check_products;
@@ -357,19 +356,19 @@ fn cpu_buffer_mut(cpu: &mut CpuStorage) -> (*mut c_void, usize) {
 }
 
 /// Moves a copy's `Vec` into `slot` when the slot asks for its element type
-/// ([`dlpack_core::give_buffer_vec`]).
+/// ([`dlpack_core::__private::give_vec_of_buffer`]).
 fn give_storage_vec(cpu: &mut CpuStorage, slot: &mut dyn Any) {
     match cpu {
-        CpuStorage::U8(v) => give_buffer_vec(v, slot),
-        CpuStorage::U32(v) => give_buffer_vec(v, slot),
-        CpuStorage::I16(v) => give_buffer_vec(v, slot),
-        CpuStorage::I32(v) => give_buffer_vec(v, slot),
-        CpuStorage::I64(v) => give_buffer_vec(v, slot),
-        CpuStorage::BF16(v) => give_buffer_vec(v, slot),
-        CpuStorage::F16(v) => give_buffer_vec(v, slot),
-        CpuStorage::F32(v) => give_buffer_vec(v, slot),
-        CpuStorage::F64(v) => give_buffer_vec(v, slot),
-        CpuStorage::F8E4M3(v) => give_buffer_vec(v, slot),
+        CpuStorage::U8(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::U32(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::I16(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::I32(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::I64(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::BF16(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::F16(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::F32(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::F64(v) => give_vec_of_buffer(v, slot),
+        CpuStorage::F8E4M3(v) => give_vec_of_buffer(v, slot),
         // `u8` bytes of another DLPack dtype (float8_e8m0fnu, or a placeholder never exported):
         // a consumer asks for that dtype's element type, not `u8`, and copies instead.
         CpuStorage::F8E8M0(_)

@@ -73,7 +73,7 @@ pub unsafe trait Buffer: Send + 'static {
         false
     }
 
-    /// Whether [`Buffer::take_vec`] may give a `Vec`. Set it only for buffers whose elements
+    /// Whether [`Buffer::give_vec`] may give a `Vec`. Set it only for buffers whose elements
     /// live on the heap, outside the value (a requirement of the trait's `# Safety` section;
     /// see [`Export::GIVES_VEC`]). Default `false`.
     const GIVES_VEC: bool = false;
@@ -81,11 +81,11 @@ pub unsafe trait Buffer: Send + 'static {
     /// Gives the elements up as a host `Vec`, leaving the buffer empty, if this buffer is one
     /// (or wraps one) in host memory. Called only when [`Buffer::GIVES_VEC`] is `true`. The
     /// default returns `None`.
-    fn take_vec(&mut self) -> Option<Vec<Self::Elem>> {
+    fn give_vec(&mut self) -> Option<Vec<Self::Elem>> {
         None
     }
 
-    /// The capacity of the `Vec` that [`Buffer::take_vec`] would give, in elements. The default
+    /// The capacity of the `Vec` that [`Buffer::give_vec`] would give, in elements. The default
     /// is [`Buffer::len`], right for a buffer whose allocation holds exactly its elements (a
     /// `Box<[T]>`).
     fn vec_capacity(&self) -> usize {
@@ -119,7 +119,7 @@ unsafe impl<T: Element> Buffer for Vec<T> {
     fn len(&self) -> usize {
         Vec::len(self)
     }
-    fn take_vec(&mut self) -> Option<Vec<T>> {
+    fn give_vec(&mut self) -> Option<Vec<T>> {
         Some(core::mem::take(self))
     }
     fn vec_capacity(&self) -> usize {
@@ -140,7 +140,7 @@ unsafe impl<T: Element> Buffer for Box<[T]> {
     fn len(&self) -> usize {
         <[T]>::len(self)
     }
-    fn take_vec(&mut self) -> Option<Vec<T>> {
+    fn give_vec(&mut self) -> Option<Vec<T>> {
         Some(core::mem::take(self).into_vec())
     }
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {
@@ -189,7 +189,8 @@ pub(crate) fn allocation_of<B: Buffer>(buffer: &mut B) -> Range<usize> {
 /// with a buffer field can use it the same way.
 ///
 /// ```
-/// use dlpack_core::{describe_buffer, Export, ExportDesc, ManagedTensor};
+/// use dlpack_core::__private::describe_buffer;
+/// use dlpack_core::{Export, ExportDesc, ManagedTensor};
 ///
 /// struct Image { pixels: Vec<u8>, hw: [usize; 2] }
 ///
@@ -337,7 +338,7 @@ fn as_own_buffer<P: ShapedBuffer>(producer: &mut P) -> Option<&mut P::Buffer> {
 //   buffer's read-only state. That is valid by construction, so it names no allocation to be
 //   checked: `len` fits `i64` and the span fits the address space because the elements do, the
 //   pointer is non-NULL and aligned (Buffer contract), and `Element::DTYPE` is a valid dtype.
-//   Its `give_vec` is the buffer's own (`give_buffer_vec`), whose elements are the whole tensor.
+//   Its `give_vec` is the buffer's own (`give_vec_of_buffer`), whose elements are the whole tensor.
 // - Any other producer: whatever its safe methods write, the description names the buffer's
 //   allocation, and the export constructor refuses a layout that reaches outside it; pointer,
 //   device, dtype and read-only state come from the buffer (Buffer contract), which is owned by
@@ -385,16 +386,16 @@ unsafe impl<P: ShapedBuffer> Export for P {
     }
     fn give_vec(&mut self, slot: &mut dyn core::any::Any) {
         if let Some(buffer) = as_own_buffer(self) {
-            give_buffer_vec(buffer, slot);
+            give_vec_of_buffer(buffer, slot);
         }
     }
 }
 
 /// [`Export::give_vec`] for a producer whose whole tensor is `buffer` (row-major, from its first
 /// element): moves the buffer's `Vec` into `slot` when the element types match, the buffer
-/// can give one up ([`Buffer::take_vec`]; nothing happens unless [`Buffer::GIVES_VEC`]) and
+/// can give one up ([`Buffer::give_vec`]; nothing happens unless [`Buffer::GIVES_VEC`]) and
 /// the slot takes a `Vec` that starts there with its capacity ([`VecSlot::takes`]).
-pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
+pub fn give_vec_of_buffer<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any) {
     if !B::GIVES_VEC {
         return;
     }
@@ -404,7 +405,7 @@ pub fn give_buffer_vec<B: Buffer>(buffer: &mut B, slot: &mut dyn core::any::Any)
     if !slot.takes(buffer.as_mut_ptr(), buffer.vec_capacity()) {
         return;
     }
-    if let Some(vec) = buffer.take_vec() {
+    if let Some(vec) = Buffer::give_vec(buffer) {
         slot.fill(vec);
     }
 }

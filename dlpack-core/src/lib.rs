@@ -108,7 +108,7 @@ mod valid;
 mod version;
 mod view;
 
-pub use buffer::{Buffer, Dims, ShapedBuffer, describe_buffer, give_buffer_vec};
+pub use buffer::{Buffer, Dims, ShapedBuffer};
 pub use device::{Device, DeviceType, MemoryKind};
 pub use dtype::{DataType, DataTypeCode};
 pub use element::Element;
@@ -120,7 +120,15 @@ pub use layout::{MAX_NDIM, Offsets};
 pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
 pub use transfer::{CopyMode, CopyReason, Transfer};
 pub use version::Version;
-pub use view::{TensorView, TensorViewMut, ViewIter, try_vec_with_capacity};
+pub use view::{TensorView, TensorViewMut, ViewIter};
+
+/// What `#[derive(DLPack)]`'s generated code and this workspace's adapter and device crates
+/// call. Not part of the API: it may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::buffer::{describe_buffer, give_vec_of_buffer};
+    pub use crate::view::try_vec_with_capacity;
+}
 
 #[cfg(feature = "derive")]
 pub use dlpack_derive::DLPack;

@@ -11,7 +11,8 @@ use crate::{Element, Error};
 /// decides (a broadcast tensor describes far more elements than its memory holds).
 ///
 /// ```
-/// use dlpack_core::{try_vec_with_capacity, Error};
+/// use dlpack_core::__private::try_vec_with_capacity;
+/// use dlpack_core::Error;
 ///
 /// assert!(try_vec_with_capacity::<f32>(4)?.capacity() >= 4);
 /// assert_eq!(

@@ -14,12 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use common::{Data, DropCounter, Foreign};
+use dlpack_core::__private::{describe_buffer, give_vec_of_buffer};
 use dlpack_core::ffi::{DLManagedTensor, DLManagedTensorVersioned, DLTensor};
 use dlpack_core::protocol::StreamRequest;
 use dlpack_core::{
     BorrowedTensor, Buffer, DataType, DataTypeCode, Device, DeviceHooks, DeviceType, Dims, Element,
     Error, Export, ExportDesc, Flags, ManagedTensor, MemoryKind, PointerInfo, PyErrorKind, VecSlot,
-    Version, describe_buffer, give_buffer_vec,
+    Version,
 };
 
 // --- helpers ---------------------------------------------------------------------------------
@@ -810,9 +811,9 @@ fn describe_buffer_marks_read_only_buffers_and_arcs_give_no_vec() {
         Some(arc.as_ptr().addr()..arc.as_ptr().addr() + 8)
     );
     let mut slot = VecSlot::<u16>::new(core::ptr::null(), 4);
-    give_buffer_vec(&mut arc, &mut slot);
+    give_vec_of_buffer(&mut arc, &mut slot);
     assert!(slot.take().is_none());
-    assert_eq!(arc.take_vec(), None);
+    assert_eq!(Buffer::give_vec(&mut arc), None);
 }
 
 // --- messages and small impls ----------------------------------------------------------------------
@@ -925,11 +926,11 @@ fn flags_set_operations() {
 fn give_buffer_vec_leaves_a_slot_of_another_type_alone() {
     let mut v = vec![1u8, 2, 3];
     let mut wrong = VecSlot::<u16>::new(core::ptr::null(), 3);
-    give_buffer_vec(&mut v, &mut wrong);
+    give_vec_of_buffer(&mut v, &mut wrong);
     assert!(wrong.take().is_none());
     assert_eq!(v, [1, 2, 3]);
     let mut right = VecSlot::<u8>::new(v.as_ptr(), 3);
-    give_buffer_vec(&mut v, &mut right);
+    give_vec_of_buffer(&mut v, &mut right);
     assert_eq!(right.take(), Some(vec![1, 2, 3]));
 }
 

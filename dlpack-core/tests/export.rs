@@ -399,7 +399,7 @@ unsafe impl Export for Strided {
         self.shape.len()
     }
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-        dlpack_core::describe_buffer(
+        dlpack_core::__private::describe_buffer(
             &mut self.data,
             &self.shape,
             Some(&self.strides),

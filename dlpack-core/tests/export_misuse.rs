@@ -290,7 +290,7 @@ unsafe impl Export for Panicky {
         if self.at == "give_vec" {
             panic!("give_vec");
         }
-        dlpack_core::give_buffer_vec(&mut self.data, slot)
+        dlpack_core::__private::give_vec_of_buffer(&mut self.data, slot)
     }
 }
 
@@ -399,7 +399,7 @@ unsafe impl Export for Reentrant {
         // Re-enter in give_vec too.
         let t = ManagedTensor::export(vec![0u32; 4]).unwrap();
         let _: Vec<u32> = t.into_vec().unwrap();
-        dlpack_core::give_buffer_vec(&mut self.data, slot)
+        dlpack_core::__private::give_vec_of_buffer(&mut self.data, slot)
     }
 }
 
@@ -528,7 +528,7 @@ unsafe impl Export for ManyDims {
         ExportDesc::host(self.data.as_mut_ptr())
     }
     fn give_vec(&mut self, slot: &mut dyn std::any::Any) {
-        dlpack_core::give_buffer_vec(&mut self.data, slot)
+        dlpack_core::__private::give_vec_of_buffer(&mut self.data, slot)
     }
 }
 
@@ -666,7 +666,7 @@ fn byte_offsets_that_are_not_multiples_of_the_element_size() {
             1
         }
         fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-            dlpack_core::describe_buffer(
+            dlpack_core::__private::describe_buffer(
                 &mut self.data,
                 &self.shape,
                 None::<&[i64; 1]>,
@@ -676,7 +676,7 @@ fn byte_offsets_that_are_not_multiples_of_the_element_size() {
             )
         }
         fn give_vec(&mut self, slot: &mut dyn std::any::Any) {
-            dlpack_core::give_buffer_vec(&mut self.data, slot)
+            dlpack_core::__private::give_vec_of_buffer(&mut self.data, slot)
         }
     }
     let t = ManagedTensor::export(Off {

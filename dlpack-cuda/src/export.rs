@@ -11,9 +11,9 @@ use cudarc::driver::{
     CudaContext, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, DriverError, PinnedHostSlice,
     UnifiedSlice, ValidAsZeroBits,
 };
+use dlpack_core::__private::describe_buffer;
 use dlpack_core::{
     Buffer, CheckedTensor, Device, DeviceHooks, DeviceType, Element, Error, Export, ExportDesc,
-    describe_buffer,
 };
 
 use crate::driver::{
@@ -51,21 +51,22 @@ use crate::hooks::HookLogic;
 /// # Ok::<(), dlpack_core::Error>(())
 /// ```
 ///
-/// A struct holding a `CudaBuffer` describes any tensor inside it; this is what
-/// `#[derive(DLPack)]` generates for a `#[dlpack(data)]` field of this type:
+/// A struct holding a `CudaBuffer` exports any layout inside it through the safe
+/// [`ShapedBuffer`](dlpack_core::ShapedBuffer) (the export checks the layout against the
+/// buffer), or with `#[derive(DLPack)]` on a `#[dlpack(data)]` field of this type:
 ///
 /// ```no_run
-/// use dlpack_core::{describe_buffer, Export, ExportDesc, ManagedTensor};
+/// use dlpack_core::{ManagedTensor, ShapedBuffer};
 /// use dlpack_cuda::{CudaBuffer, open_device};
 ///
 /// struct Image { pixels: CudaBuffer<u8>, hw: [usize; 2] }
 ///
-/// // SAFETY: `describe_buffer` describes memory inside `pixels` only (export checks the layout
-/// // against the buffer's allocation), and `ndim` is the length of a fixed-size array.
-/// unsafe impl Export for Image {
+/// impl ShapedBuffer for Image {
+///     type Buffer = CudaBuffer<u8>;
+///     fn buffer(&mut self) -> &mut CudaBuffer<u8> { &mut self.pixels }
 ///     fn ndim(&self) -> usize { 2 }
-///     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
-///         describe_buffer(&mut self.pixels, &self.hw, None::<&[i64; 2]>, 0, shape, strides)
+///     fn shape(&self, shape: &mut [i64]) {
+///         shape.copy_from_slice(&[self.hw[0] as i64, self.hw[1] as i64]);
 ///     }
 /// }
 ///

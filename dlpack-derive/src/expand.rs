@@ -248,7 +248,7 @@ fn export_impl(input: &Input<'_>, parts: &Parts<'_>) -> TokenStream {
     // override naming another device type) gets an empty allocation, which export refuses.
     // `ndim` is the shape field's, read once by the export constructor, which sizes the arrays
     // `describe` writes. `give_vec` hands the buffer's `Vec` over only when the tensor is all of
-    // it, row-major from its first element (and `Buffer::take_vec` gives only a host `Vec`).
+    // it, row-major from its first element (and `Buffer::give_vec` gives only a host `Vec`).
     q! {
         #[automatically_derived]
         unsafe impl #impl_generics #k::Export for #ident #ty_generics #where_clause {
@@ -339,7 +339,7 @@ fn describe_call(parts: &Parts<'_>) -> TokenStream {
     };
     let offset = byte_offset(parts);
     q! {
-        #k::describe_buffer(&mut self.#data, &self.#shape, #strides, #offset, __shape, __strides)
+        #k::__private::describe_buffer(&mut self.#data, &self.#shape, #strides, #offset, __shape, __strides)
     }
 }
 
@@ -441,7 +441,7 @@ fn give_vec_body(parts: &Parts<'_>) -> TokenStream {
             __elements = __product;
         }
         if __elements == <#data_ty as #k::Buffer>::len(&self.#data) {
-            #k::give_buffer_vec(&mut self.#data, __slot);
+            #k::__private::give_vec_of_buffer(&mut self.#data, __slot);
         }
     }
 }
@@ -496,7 +496,7 @@ fn import_impl(input: &Input<'_>, parts: &Parts<'_>) -> TokenStream {
                 let __ndim = <#shape_ty as #k::Dims>::ndim(&__shape);
                 let mut __sizes = <[::core::primitive::i64]>::repeat(&[0], __ndim);
                 let mut __row_major = <[::core::primitive::i64]>::repeat(&[0], __ndim);
-                let _ = #k::describe_buffer(
+                let _ = #k::__private::describe_buffer(
                     &mut __data,
                     &__shape,
                     ::core::option::Option::None::<&[::core::primitive::i64; 0]>,

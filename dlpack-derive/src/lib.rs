@@ -103,8 +103,8 @@
 //! # What is generated
 //!
 //! - `unsafe impl dlpack_core::Export`: `ManagedTensor::export(value)` moves the struct into the
-//!   managed tensor's one heap block (no copy of the data) and describes it with
-//!   `dlpack_core::describe_buffer`. The description names the buffer's allocation, so a shape,
+//!   managed tensor's one heap block (no copy of the data) and describes it as a layout over
+//!   the buffer field. The description names the buffer's allocation, so a shape,
 //!   strides or byte offset that reach outside the buffer make the export fail with
 //!   `Error::SpanOutsideAllocation`, whatever values the fields hold: the impl is sound for
 //!   every value of every field, which is why the derive may write it for safe code (and why it

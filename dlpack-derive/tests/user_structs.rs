@@ -125,7 +125,7 @@ unsafe impl<T: Element> Buffer for MyBuffer<T> {
     fn len(&self) -> usize {
         self.elements.len()
     }
-    fn take_vec(&mut self) -> Option<Vec<T>> {
+    fn give_vec(&mut self) -> Option<Vec<T>> {
         Some(std::mem::take(&mut self.elements))
     }
     fn copy_from_tensor(tensor: &CheckedTensor) -> Result<Self, Error> {

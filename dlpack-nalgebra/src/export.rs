@@ -387,7 +387,7 @@ where
         // No loop over the rows or columns of an empty matrix: there may be any number of them.
         return Ok(Vec::new());
     }
-    let mut data = dlpack_core::try_vec_with_capacity(len)?;
+    let mut data = dlpack_core::__private::try_vec_with_capacity(len)?;
     for j in 0..ncols {
         data.extend((0..nrows).map(|i| matrix[(i, j)].clone()));
     }

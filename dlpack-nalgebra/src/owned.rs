@@ -180,7 +180,7 @@ fn column_major_copy<T: Element>(tensor: &CheckedTensor, layout: &Layout) -> Res
     // A 2-d tensor from here on. The Vec is allocated first, so that a tensor too large for
     // memory (a broadcast one describes far more elements than its memory holds) is an error.
     let (nrows, ncols) = (layout.nrows, layout.ncols);
-    let mut data = dlpack_core::try_vec_with_capacity::<T>(view.len())?;
+    let mut data = dlpack_core::__private::try_vec_with_capacity::<T>(view.len())?;
     if layout.compact(COLUMN_MAJOR).is_ok() {
         // SAFETY: a compact column-major layout's elements are the `view.len()` consecutive,
         // initialised, aligned `T`s from `as_ptr()` (non-empty here: not vector-like), inside one

@@ -437,7 +437,7 @@ where
     D: Dimension + 'static,
 {
     // Allocated fallibly: a broadcast view may stand for more elements than memory holds.
-    let mut data = dlpack_core::try_vec_with_capacity::<T>(array.len())?;
+    let mut data = dlpack_core::__private::try_vec_with_capacity::<T>(array.len())?;
     match array.as_slice() {
         Some(elements) => data.extend_from_slice(elements),
         None => data.extend(array.iter().copied()),

@@ -61,8 +61,8 @@ const ALIGNMENT: usize = 256;
 /// It implements [`dlpack_core::Buffer`], so it exports as a one-dimensional `kDLOneAPI`
 /// tensor (`ManagedTensor::export(buffer)`), zero-copy, kept alive by the managed tensor, with
 /// the DLPack device number of its device ([`crate::DeviceNumbering`]); and a struct whose data
-/// field is a `UsmBuffer` describes any layout over it with [`dlpack_core::describe_buffer`],
-/// which is what `#[derive(DLPack)]` generates. The memory is freed (`zeMemFree`) when the
+/// field is a `UsmBuffer` exports any layout over it through the safe
+/// [`ShapedBuffer`](dlpack_core::ShapedBuffer), or with `#[derive(DLPack)]`. The memory is freed (`zeMemFree`) when the
 /// buffer is dropped, i.e. when the consumer deletes the tensor.
 ///
 /// Every constructor writes every element, and every method that writes the memory waits for
@@ -156,7 +156,7 @@ impl<T: Element> UsmBuffer<T> {
             return Ok(buffer);
         }
         let bytes = buffer.len * core::mem::size_of::<T>();
-        let mut zeros = dlpack_core::try_vec_with_capacity::<u8>(bytes)?;
+        let mut zeros = dlpack_core::__private::try_vec_with_capacity::<u8>(bytes)?;
         zeros.resize(bytes, 0);
         let queue = context.queue(&buffer.ze_device)?;
         // SAFETY: `bytes` host bytes into this buffer's fresh device allocation of `bytes`
@@ -346,11 +346,11 @@ impl<T: Element> UsmBuffer<T> {
     /// so is this buffer's allocation when it is dropped.
     pub fn to_vec(&self) -> Result<Vec<T>, Error> {
         if let Some(s) = self.as_slice() {
-            let mut out = dlpack_core::try_vec_with_capacity::<T>(s.len())?;
+            let mut out = dlpack_core::__private::try_vec_with_capacity::<T>(s.len())?;
             out.extend_from_slice(s);
             return Ok(out);
         }
-        let mut out = dlpack_core::try_vec_with_capacity::<MaybeUninit<T>>(self.len)?;
+        let mut out = dlpack_core::__private::try_vec_with_capacity::<MaybeUninit<T>>(self.len)?;
         let queue = self.queue()?;
         // SAFETY: the source is this buffer's `len` initialised elements, which a copy that may
         // still run keeps (`keep`); the destination is the Vec's spare capacity of `len`

@@ -45,10 +45,8 @@
 
 use core::mem::size_of;
 
-use dlpack_core::{
-    Dims, Element, Error, Export, ExportDesc, ManagedTensor, TensorView, describe_buffer,
-    try_vec_with_capacity,
-};
+use dlpack_core::__private::{describe_buffer, try_vec_with_capacity};
+use dlpack_core::{Dims, Element, Error, Export, ExportDesc, ManagedTensor, TensorView};
 use pyo3::prelude::*;
 
 use crate::{DLPackTensor, to_py_err};

@@ -1,7 +1,8 @@
 //! [`StridedVec`]: a producer that exports any layout over a `Vec`, through dlpack-core's own
 //! export path (which checks it against the `Vec`'s allocation).
 
-use dlpack_core::{Element, Error, Export, ExportDesc, ManagedTensor, describe_buffer};
+use dlpack_core::__private::describe_buffer;
+use dlpack_core::{Element, Error, Export, ExportDesc, ManagedTensor};
 
 /// A `Vec` exported with any shape, strides (in elements) and byte offset, optionally
 /// read-only: for tests of importers over layouts no array library would produce.

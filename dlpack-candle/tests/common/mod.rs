@@ -6,9 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use candle_core::{Storage, Tensor};
-use dlpack_core::{
-    DataType, Device, Element, Export, ExportDesc, Flags, describe_buffer, give_buffer_vec,
-};
+use dlpack_core::__private::{describe_buffer, give_vec_of_buffer};
+use dlpack_core::{DataType, Device, Element, Export, ExportDesc, Flags};
 
 /// A drop counter.
 #[derive(Clone, Default)]
@@ -70,7 +69,7 @@ unsafe impl<T: Element> Export for Counted<T> {
     }
     fn give_vec(&mut self, slot: &mut dyn std::any::Any) {
         if self.gives {
-            give_buffer_vec(&mut self.data, slot)
+            give_vec_of_buffer(&mut self.data, slot)
         }
     }
 }

@@ -154,7 +154,8 @@ impl CheckedTensor {
         }
         let size = core::mem::size_of::<T>();
         let count = (self.span.end - self.span.start) / size;
-        let mut staging: Vec<core::mem::MaybeUninit<T>> = crate::try_vec_with_capacity(count)?;
+        let mut staging: Vec<core::mem::MaybeUninit<T>> =
+            crate::view::try_vec_with_capacity(count)?;
         // SAFETY: the capacity is `count` elements; zero bytes are written before the buffer is
         // seen as bytes, so the `&mut [u8]` below covers initialised memory.
         let bytes = unsafe {

@@ -40,7 +40,7 @@ const _: () = {
             __shape: &mut [::core::primitive::i64],
             __strides: &mut [::core::primitive::i64],
         ) -> __dlpack::ExportDesc {
-            let mut __desc = __dlpack::describe_buffer(
+            let mut __desc = __dlpack::__private::describe_buffer(
                 &mut self.data,
                 &self.shape,
                 ::core::option::Option::Some(&self.strides),
@@ -118,7 +118,7 @@ const _: () = {
                 let __ndim = <[usize; N] as __dlpack::Dims>::ndim(&__shape);
                 let mut __sizes = <[::core::primitive::i64]>::repeat(&[0], __ndim);
                 let mut __row_major = <[::core::primitive::i64]>::repeat(&[0], __ndim);
-                let _ = __dlpack::describe_buffer(
+                let _ = __dlpack::__private::describe_buffer(
                     &mut __data,
                     &__shape,
                     ::core::option::Option::None::<&[::core::primitive::i64; 0]>,

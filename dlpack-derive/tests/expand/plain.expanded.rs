@@ -21,7 +21,7 @@ const _: () = {
             __shape: &mut [::core::primitive::i64],
             __strides: &mut [::core::primitive::i64],
         ) -> __dlpack::ExportDesc {
-            __dlpack::describe_buffer(
+            __dlpack::__private::describe_buffer(
                 &mut self.values,
                 &self.dims,
                 ::core::option::Option::None::<&[::core::primitive::i64; 0]>,
@@ -48,7 +48,7 @@ const _: () = {
                 __elements = __product;
             }
             if __elements == <Vec<f32> as __dlpack::Buffer>::len(&self.values) {
-                __dlpack::give_buffer_vec(&mut self.values, __slot);
+                __dlpack::__private::give_vec_of_buffer(&mut self.values, __slot);
             }
         }
     }

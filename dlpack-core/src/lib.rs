@@ -117,7 +117,7 @@ pub use export::{Export, ExportDesc, VecSlot};
 pub use flags::Flags;
 pub use hooks::{DeviceHooks, PointerInfo};
 pub use layout::{MAX_NDIM, Offsets};
-pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor};
+pub use tensor::{BorrowedTensor, CheckedTensor, ManagedTensor, TensorMut};
 pub use transfer::{CopyMode, CopyReason, Transfer};
 pub use version::Version;
 pub use view::{TensorView, TensorViewMut, ViewIter};

@@ -85,8 +85,7 @@
 use core::fmt;
 
 use dlpack_core::{
-    BorrowedTensor, CheckedTensor, CopyMode, CopyReason, Element, Error, ManagedTensor, TensorView,
-    TensorViewMut,
+    CheckedTensor, CopyMode, CopyReason, Element, Error, TensorMut, TensorView, TensorViewMut,
 };
 use nalgebra::{
     DMatrix, DMatrixView, DMatrixViewMut, DVector, DVectorView, DVectorViewMut, Dyn, Matrix,
@@ -317,29 +316,6 @@ unsafe fn matrix_view_mut_parts<'a, T: Scalar>(
 
 // --- the traits behind the generic functions ---------------------------------------------------
 
-/// A tensor whose elements [`view_mut`], [`view_transposed_mut`] and [`view_strided_mut`] can
-/// view mutably: a [`ManagedTensor`] (which one owns) or a [`BorrowedTensor`] (which one is lent
-/// for a call). Sealed: implemented for these two only.
-pub trait TensorMut: crate::sealed::TensorMut {}
-
-impl crate::sealed::TensorMut for ManagedTensor {
-    #[inline]
-    fn typed_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
-        self.view_mut()
-    }
-}
-
-impl TensorMut for ManagedTensor {}
-
-impl crate::sealed::TensorMut for BorrowedTensor<'_> {
-    #[inline]
-    fn typed_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
-        self.view_mut()
-    }
-}
-
-impl TensorMut for BorrowedTensor<'_> {}
-
 /// A nalgebra view type that [`view`] and [`view_or_copy`] make of a tensor, for every
 /// dlpack-core [`Element`] `T`: `DMatrixView<'a, T>` (of a 1-d or 2-d tensor; a 1-d one is a
 /// column) and `DVectorView<'a, T>` (of a 1-d tensor). Both have nalgebra's compact strides,
@@ -409,7 +385,7 @@ pub fn view<'a, V: ViewTarget<'a>>(tensor: &'a CheckedTensor) -> Result<V, Error
 /// type argument picks: `DMatrixViewMut<'_, T>` or `DVectorViewMut<'_, T>`
 /// ([`ViewMutTarget`]). Writes land in the tensor's memory.
 ///
-/// Core's [`ManagedTensor::view_mut`] (or [`BorrowedTensor::view_mut`]) has already refused
+/// Core's [`ManagedTensor::view_mut`](dlpack_core::ManagedTensor::view_mut) (or [`BorrowedTensor::view_mut`](dlpack_core::BorrowedTensor::view_mut)) has already refused
 /// read-only tensors and overlapping strides; the layouts are then those of [`view`]. A layout
 /// that cannot be viewed is always refused: writes to a copy would be lost.
 ///
@@ -425,11 +401,11 @@ pub fn view<'a, V: ViewTarget<'a>>(tensor: &'a CheckedTensor) -> Result<V, Error
 ///
 /// # Errors
 ///
-/// Those of [`ManagedTensor::view_mut`] ([`Error::ReadOnly`], [`Error::OverlappingStrides`],
+/// Those of [`ManagedTensor::view_mut`](dlpack_core::ManagedTensor::view_mut) ([`Error::ReadOnly`], [`Error::OverlappingStrides`],
 /// ...), and those of [`view`].
 #[inline]
 pub fn view_mut<'a, V: ViewMutTarget<'a>>(tensor: &'a mut impl TensorMut) -> Result<V, Error> {
-    V::view_mut(tensor.typed_view_mut::<V::Elem>()?)
+    V::view_mut(tensor.view_mut::<V::Elem>()?)
 }
 
 /// A zero-copy view of the transpose of a compact row-major 1-d or 2-d tensor: an
@@ -507,12 +483,12 @@ pub fn view_transposed<T: Element + Scalar>(
 ///
 /// # Errors
 ///
-/// Those of [`ManagedTensor::view_mut`], and those of [`view_transposed`].
+/// Those of [`ManagedTensor::view_mut`](dlpack_core::ManagedTensor::view_mut), and those of [`view_transposed`].
 #[inline]
 pub fn view_transposed_mut<T: Element + Scalar>(
     tensor: &mut impl TensorMut,
 ) -> Result<DMatrixViewMut<'_, T>, Error> {
-    let mut view = tensor.typed_view_mut::<T>()?;
+    let mut view = tensor.view_mut::<T>()?;
     let compact = Layout::matrix(view.shape(), view.strides())?
         .transposed()
         .compact(ROW_MAJOR)?;
@@ -829,7 +805,7 @@ pub unsafe fn view_strided<'a, V: StridedViewTarget<'a>>(
 ///
 /// # Errors
 ///
-/// Those of [`ManagedTensor::view_mut`] ([`Error::ReadOnly`], [`Error::OverlappingStrides`],
+/// Those of [`ManagedTensor::view_mut`](dlpack_core::ManagedTensor::view_mut) ([`Error::ReadOnly`], [`Error::OverlappingStrides`],
 /// ...), and those of [`view_strided`].
 ///
 /// # Safety
@@ -842,7 +818,7 @@ pub unsafe fn view_strided<'a, V: StridedViewTarget<'a>>(
 pub unsafe fn view_strided_mut<'a, V: StridedViewMutTarget<'a>>(
     tensor: &'a mut impl TensorMut,
 ) -> Result<V, Error> {
-    let view = tensor.typed_view_mut::<V::Elem>()?;
+    let view = tensor.view_mut::<V::Elem>()?;
     // SAFETY: forwarded contract (this function's).
     unsafe { V::view_strided_mut(view) }
 }

@@ -82,9 +82,8 @@ pub use export::{
     export_view_mut, into_dlpack, to_dlpack,
 };
 pub use import::{
-    CowMatrix, CowVector, StridedViewMutTarget, StridedViewTarget, TensorMut, ViewMutTarget,
-    ViewTarget, view, view_mut, view_or_copy, view_strided, view_strided_mut, view_transposed,
-    view_transposed_mut,
+    CowMatrix, CowVector, StridedViewMutTarget, StridedViewTarget, ViewMutTarget, ViewTarget, view,
+    view_mut, view_or_copy, view_strided, view_strided_mut, view_transposed, view_transposed_mut,
 };
 pub use owned::{OwnedMatrix, into_owned, to_owned};
 
@@ -165,11 +164,5 @@ mod sealed {
         ///
         /// As for [`crate::view_strided_mut`].
         unsafe fn view_strided_mut(view: TensorViewMut<'a, Self::Elem>) -> Result<Self, Error>;
-    }
-
-    /// See [`crate::TensorMut`].
-    pub trait TensorMut {
-        /// Core's typed mutable view.
-        fn typed_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error>;
     }
 }

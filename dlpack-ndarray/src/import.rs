@@ -10,7 +10,7 @@
 use core::fmt;
 
 use dlpack_core::{
-    BorrowedTensor, CheckedTensor, CopyMode, CopyReason, Element, Error, ManagedTensor, Refused,
+    CheckedTensor, CopyMode, CopyReason, Element, Error, ManagedTensor, Refused, TensorMut,
     TensorView, TensorViewMut, Transfer,
 };
 use ndarray::{
@@ -314,7 +314,7 @@ fn array_view_mut<'a, T: Element, D: Dimension>(
 
 /// A read-only ndarray view of an imported tensor's memory, without a copy.
 ///
-/// `tensor` is a [`CheckedTensor`]: a [`ManagedTensor`] or a [`BorrowedTensor`] (both
+/// `tensor` is a [`CheckedTensor`]: a [`ManagedTensor`] or a [`BorrowedTensor`](dlpack_core::BorrowedTensor) (both
 /// dereference to it). `D` is any ndarray dimensionality: fixed (`Ix0` ... `Ix6`, where the
 /// tensor's ndim must match) or `IxDyn`. Negative strides (NumPy's `a[::-1]`) give an ndarray
 /// view with negative strides over the same memory; zero strides (broadcast) a view with zero
@@ -349,53 +349,9 @@ pub fn view<T: Element, D: Dimension>(
     array_view(tensor.view::<T>()?)
 }
 
-/// The imported tensors that lend a mutable view of their memory ([`view_mut`]): a
-/// [`ManagedTensor`] or a [`BorrowedTensor`], which their holder has exclusively. Sealed: no
-/// other type implements it.
-pub trait MutableTensor: sealed::Sealed {}
-
-impl MutableTensor for ManagedTensor {}
-impl MutableTensor for BorrowedTensor<'_> {}
-
-mod sealed {
-    use dlpack_core::{
-        BorrowedTensor, CheckedTensor, Element, Error, ManagedTensor, TensorViewMut,
-    };
-
-    /// What [`view_mut`](crate::view_mut) asks of its argument.
-    pub trait Sealed {
-        /// The tensor's description.
-        fn checked(&self) -> &CheckedTensor;
-        /// Core's validated mutable view.
-        fn core_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error>;
-    }
-
-    impl Sealed for ManagedTensor {
-        #[inline]
-        fn checked(&self) -> &CheckedTensor {
-            self
-        }
-        #[inline]
-        fn core_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
-            self.view_mut::<T>()
-        }
-    }
-
-    impl Sealed for BorrowedTensor<'_> {
-        #[inline]
-        fn checked(&self) -> &CheckedTensor {
-            self
-        }
-        #[inline]
-        fn core_view_mut<T: Element>(&mut self) -> Result<TensorViewMut<'_, T>, Error> {
-            self.view_mut::<T>()
-        }
-    }
-}
-
 /// A mutable ndarray view of an imported tensor's memory, without a copy.
 ///
-/// `tensor` is a [`ManagedTensor`] or a [`BorrowedTensor`], borrowed mutably for the view's
+/// `tensor` is a [`ManagedTensor`] or a [`BorrowedTensor`](dlpack_core::BorrowedTensor), borrowed mutably for the view's
 /// life; `D` as for [`view`].
 ///
 /// ```
@@ -418,15 +374,15 @@ mod sealed {
 /// tensor's own struct, shape or strides.
 #[inline]
 pub fn view_mut<T: Element, D: Dimension>(
-    tensor: &mut impl MutableTensor,
+    tensor: &mut impl TensorMut,
 ) -> Result<ArrayViewMut<'_, T, D>, Error> {
-    check_ndim::<D>(tensor.checked().ndim())?;
-    array_view_mut(tensor.core_view_mut::<T>()?)
+    check_ndim::<D>(tensor.ndim())?;
+    array_view_mut(tensor.view_mut::<T>()?)
 }
 
 /// Copies an imported tensor's elements into a new standard-layout (C order) array.
 ///
-/// For a tensor held by reference, a [`BorrowedTensor`] in particular; a [`ManagedTensor`] that
+/// For a tensor held by reference, a [`BorrowedTensor`](dlpack_core::BorrowedTensor) in particular; a [`ManagedTensor`] that
 /// is no longer needed goes to [`into_owned`], which takes its memory over without a copy when
 /// it can. Unlike `view(tensor)?.to_owned()`, the copy's allocation may fail without aborting
 /// (a broadcast tensor can describe far more elements than memory holds), and a `bool` tensor

@@ -72,7 +72,7 @@ mod import;
 pub use export::{
     ExportableArray, OwnedArray, SharedArray, export_view, export_view_mut, into_dlpack, to_dlpack,
 };
-pub use import::{ImportedArray, MutableTensor, into_owned, to_owned, view, view_mut};
+pub use import::{ImportedArray, into_owned, to_owned, view, view_mut};
 
 /// The dlpack-core this crate is built on, for its types ([`ManagedTensor`](dlpack_core::ManagedTensor),
 /// [`Error`](dlpack_core::Error), [`CopyMode`](dlpack_core::CopyMode), ...) at the matching

@@ -1,37 +1,5 @@
-//! The words every adapter uses to say whether taking a tensor over may copy it, and whether it
-//! did: [`CopyMode`], [`Transfer`] and [`CopyReason`].
-//!
-//! Every adapter crate (`dlpack-ndarray`, `dlpack-nalgebra`, `dlpack-candle`) offers the same
-//! verbs with the same meanings:
-//!
-//! | verb | what it does |
-//! |---|---|
-//! | `into_dlpack(value)` | moves an owned value out as a [`ManagedTensor`], without a copy; a refusal gives the value back ([`Refused`]) |
-//! | `to_dlpack(&value)` | copies a value out into a [`ManagedTensor`] that owns the copy |
-//! | `unsafe export_view(&value)`, `unsafe export_view_mut(&mut value)` | lends a borrowed value out, without a copy, for as long as the caller promises it stays alive |
-//! | `view(&tensor)`, `view_mut(&mut tensor)` | a typed view of an imported tensor, in the adapter's own view type |
-//! | `into_owned(tensor, mode)` | takes an imported tensor over as the adapter's owned type: `Ok((value, Transfer))`, or the tensor back with the reason ([`Refused`]) |
-//!
-//! ```
-//! use dlpack_core::{CopyMode, CopyReason, Error, ManagedTensor, Transfer};
-//!
-//! // `ManagedTensor::into_vec_with` speaks the same words for a plain `Vec`.
-//! let v = vec![1.0f32, 2.0, 3.0];
-//! let address = v.as_ptr();
-//! let (back, transfer) = ManagedTensor::export(v)?.into_vec_with::<f32>(CopyMode::Never)?;
-//! assert_eq!((back.as_ptr(), transfer), (address, Transfer::Moved));
-//!
-//! // Shared memory cannot be moved out: copied when a copy is allowed, refused when not.
-//! let shared: std::sync::Arc<[f32]> = vec![4.0f32, 5.0].into();
-//! let refused = ManagedTensor::export(shared)?.into_vec_with::<f32>(CopyMode::Never).unwrap_err();
-//! assert_eq!(refused.error, Error::CopyRefused { reason: CopyReason::NotOwned });
-//! let (copy, transfer) = refused.value.into_vec_with::<f32>(CopyMode::IfNeeded)?;
-//! assert_eq!((copy, transfer), (vec![4.0, 5.0], Transfer::Copied(CopyReason::NotOwned)));
-//! # Ok::<(), Error>(())
-//! ```
-//!
-//! [`ManagedTensor`]: crate::ManagedTensor
-//! [`Refused`]: crate::Refused
+//! [`CopyMode`], [`Transfer`] and [`CopyReason`]: the words of every adapter's `into_owned`
+//! (the crate docs' "One vocabulary" section lists the verbs).
 
 use core::fmt;
 

@@ -122,11 +122,8 @@
 //!   asynchronous streams and events, with a leak, double-free and refused-call check after
 //!   every case, with and without memory pools. It proves that the calls this crate makes are
 //!   well-formed and well-ordered against the driver API as the stand-in models it.
-//! - `tests/gpu.rs` runs the same suite on a real GPU (`DLPACK_TEST_CUDA=1`). On 2026-11-26 it
-//!   passed on an NVIDIA H200 (driver 580.159.04, CUDA 13.0), also under compute-sanitizer's
-//!   memcheck with no error and no device allocation leaked, and `dlpack-pyo3`'s CUDA tests
-//!   passed there against PyTorch 2.11, CuPy 14.2 and JAX 0.11.2. Its two-device case has not
-//!   run (that machine had one GPU).
+//! - `tests/gpu.rs` runs the same suite on a real GPU (`DLPACK_TEST_CUDA=1`), also under
+//!   compute-sanitizer's memcheck (`scripts/gpu-kit`); CONTRIBUTING.md says where it has run.
 //!
 //! [`Buffer`]: dlpack_core::Buffer
 //! [`DeviceHooks`]: dlpack_core::DeviceHooks

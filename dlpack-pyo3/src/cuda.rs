@@ -17,9 +17,9 @@
 //! the device claim is checked as above, and for a `kDLCUDA` tensor the hooks' stream is made
 //! to wait for the stream the table names as the producer's current one (`current_work_stream`,
 //! through [`CudaHooks::wait_for_stream`]: an event, or nothing when that is the hooks' stream).
-//! The stream ordering is the one `__dlpack__(stream=s)` gives, without its cost: on an H200 a
-//! PyTorch import took 0.7 µs this way and about 15 µs through `__dlpack__`, nearly all of it
-//! in PyTorch's own `__dlpack_device__` and `__dlpack__(stream=1)` (docs/benchmarks.md).
+//! The stream ordering is the one `__dlpack__(stream=s)` gives, without its cost: most of the
+//! `__dlpack__` route's time is PyTorch's own `__dlpack_device__` and `__dlpack__(stream=1)`
+//! (docs/benchmarks.md has the figures).
 //!
 //! The `__dlpack__` route is still taken where the table would not give what `__dlpack__`
 //! gives:

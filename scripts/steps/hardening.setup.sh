@@ -1,5 +1,5 @@
 # Hardening (issue 9): Debian's valgrind (hardening.packages.sh installs it), for the leak check
-# over dlpack-core's integration tests in hardening.check.sh. Not needed with --quick.
+# over dlpack-core's integration tests in hardening.background.sh. Not needed with --quick.
 
 if ((!QUICK)); then
     step "valgrind for the leak check (Debian package valgrind)"

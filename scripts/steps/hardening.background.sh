@@ -1,4 +1,4 @@
-# Hardening (issue 9): a leak check. Every integration test binary of dlpack-core (bad inputs,
+# Hardening: a leak check, in the background job beside Miri. Every integration test binary of dlpack-core (bad inputs,
 # export, the dlpack.h layout, the import property test) runs under valgrind's memcheck; a
 # definite leak or a memory error fails the step. The property test runs fewer cases here
 # (PROPTEST_CASES), since memcheck is about 50 times slower; `cargo test` above ran them all.

@@ -36,10 +36,18 @@ pub enum CandleError {
     DLPack(dlpack_core::Error),
     /// candle refused an operation.
     Candle(candle_core::Error),
-    /// The candle tensor is not in host memory; this crate moves CPU tensors only.
+    /// A candle device this build cannot exchange tensors with: Metal, or CUDA without the
+    /// feature `cuda`.
     Device {
-        /// Where the tensor lives.
+        /// Where the tensor lives, or the device asked for.
         location: DeviceLocation,
+    },
+    /// A DLPack tensor on another device than the candle device it was asked onto.
+    DeviceMismatch {
+        /// Where the DLPack tensor lives.
+        found: dlpack_core::Device,
+        /// The candle device asked for.
+        target: DeviceLocation,
     },
     /// A candle dtype that DLPack cannot carry faithfully.
     CandleDType {
@@ -66,8 +74,18 @@ impl fmt::Display for CandleError {
             CandleError::Candle(e) => write!(f, "candle: {e}"),
             CandleError::Device { location } => write!(
                 f,
-                "the candle tensor lives on {}; dlpack-candle moves CPU tensors only (candle's CUDA and Metal storages are not supported): expected DeviceLocation::Cpu",
-                location_name(location)
+                "the candle tensor lives on {}, which dlpack-candle cannot exchange: {}",
+                location_name(location),
+                if cfg!(feature = "cuda") {
+                    "expected the CPU or a CUDA device (Metal storage is not supported)"
+                } else {
+                    "expected the CPU (CUDA needs the feature `cuda`; Metal storage is not supported)"
+                }
+            ),
+            CandleError::DeviceMismatch { found, target } => write!(
+                f,
+                "the DLPack tensor lives on {found}, not on the candle device asked for ({}): expected a tensor on that device; copy it there first",
+                location_name(target)
             ),
             CandleError::CandleDType { dtype, reason } => write!(
                 f,

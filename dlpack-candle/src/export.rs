@@ -1,9 +1,10 @@
-//! Export: a candle CPU tensor as a DLPack tensor, lent without a copy ([`into_dlpack`]) or
+//! Export: a candle CPU (or, with the feature `cuda`, CUDA) tensor as a DLPack tensor, lent without a copy ([`into_dlpack`]) or
 //! copied ([`to_dlpack`]). Neither holds candle's storage lock past the call.
 
 use core::any::Any;
 use core::ffi::c_void;
 use core::fmt;
+use core::mem::ManuallyDrop;
 
 use candle_core::{CpuStorage, DType, DeviceLocation, Layout, Storage, Tensor};
 use dlpack_core::__private::give_vec_of_buffer;
@@ -13,7 +14,8 @@ use crate::import::{candle_tensor, copy_to_storage};
 use crate::shape::check_products;
 use crate::{CandleError, dlpack_dtype};
 
-/// Copies a candle CPU tensor into a new DLPack tensor that owns the copy.
+/// Copies a candle CPU tensor into a new DLPack tensor that owns the copy (a CUDA tensor, with
+/// the feature `cuda`, on its device: see the [`cuda`](crate#devices) section).
 ///
 /// The elements are gathered in row-major order, whatever the tensor's strides and offset, into
 /// memory that the managed tensor alone owns: it is writable, flagged [`Flags::IS_COPIED`],
@@ -38,7 +40,7 @@ use crate::{CandleError, dlpack_dtype};
 ///
 /// # Errors
 ///
-/// [`CandleError::Device`] for a tensor that is not on the CPU, [`CandleError::CandleDType`]
+/// [`CandleError::Device`] for a tensor on a device this build cannot reach, [`CandleError::CandleDType`]
 /// for a dtype DLPack cannot carry, and [`CandleError::DLPack`] with
 /// [`dlpack_core::Error::OutOfMemory`] when the copy does not fit in memory (a broadcast can
 /// stand for far more elements than its storage holds), [`dlpack_core::Error::BadNdim`] for
@@ -47,6 +49,21 @@ use crate::{CandleError, dlpack_dtype};
 /// reaches outside its storage (safe candle code can build one with `Tensor::from_storage`).
 pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
     let dtype = exportable(tensor)?;
+    #[cfg(feature = "cuda")]
+    if let candle_core::Device::Cuda(device) = tensor.device() {
+        check_i64(&Layout::contiguous(tensor.dims()))?;
+        let (copy, located) = crate::cuda::copy_for_export(tensor, device)?;
+        let copied = CandleExport {
+            held: Held::CopiedOnDevice {
+                tensor: HeldTensor::new(copy),
+                data: located.data,
+                bytes: located.bytes,
+                device: located.device,
+            },
+            dtype,
+        };
+        return Ok(ManagedTensor::export(copied)?);
+    }
     // The copy's contiguous strides are candle's products of the sizes.
     check_products(tensor.dims())?;
     let layout = Layout::contiguous(tensor.dims());
@@ -69,7 +86,9 @@ pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
 }
 
 /// Lends a candle CPU tensor to DLPack without a copy: the DLPack tensor reads candle's own
-/// storage, with the tensor's shape, strides and offset, and is flagged read-only.
+/// storage, with the tensor's shape, strides and offset, and is flagged read-only. With the
+/// feature `cuda`, a CUDA tensor is lent the same way as `kDLCUDA` device memory (see the
+/// crate's [Devices](crate#devices) section for the stream it is ordered on).
 ///
 /// The managed tensor keeps `tensor` (and so its storage) alive and takes no lock, so no candle
 /// call ever waits for it, on any thread. candle cannot tell whether another handle shares the
@@ -112,10 +131,11 @@ pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
 /// # Errors
 ///
 /// The tensor comes back, as it was, in the [`Refused`] (`?` turns it into its
-/// [`CandleError`] and drops the tensor): [`CandleError::Device`] for a tensor that is not on
-/// the CPU, [`CandleError::CandleDType`] for a dtype DLPack cannot carry, [`CandleError::DLPack`]
-/// for a layout the export refuses (more dimensions than DLPack allows, sizes or strides beyond
-/// `i64`, a layout that reaches outside its storage).
+/// [`CandleError`] and drops the tensor): [`CandleError::Device`] for a tensor on a
+/// device this build cannot reach, [`CandleError::CandleDType`] for a dtype DLPack cannot
+/// carry, [`CandleError::DLPack`] for a layout the export refuses (more dimensions than DLPack
+/// allows, sizes or strides beyond `i64`, a layout that reaches outside its storage), and for a
+/// CUDA tensor [`CandleError::Candle`] when a driver call fails.
 pub unsafe fn into_dlpack(tensor: Tensor) -> Result<ManagedTensor, Refused<Tensor, CandleError>> {
     let located = {
         let (storage, _) = tensor.storage_and_layout();
@@ -139,7 +159,7 @@ pub unsafe fn into_dlpack(tensor: Tensor) -> Result<ManagedTensor, Refused<Tenso
     })
 }
 
-/// A candle CPU tensor held for export: the DLPack producer behind [`into_dlpack`] and
+/// A candle tensor held for export: the DLPack producer behind [`into_dlpack`] and
 /// [`to_dlpack`].
 ///
 /// It holds no lock on candle's storage, so no candle call ever waits for an export, whatever
@@ -165,30 +185,74 @@ pub struct CandleExport {
 enum Held {
     /// The caller's tensor, on candle's shared storage.
     Lent {
-        tensor: Tensor,
-        /// The storage `Vec`'s buffer and its length in bytes.
+        tensor: HeldTensor,
+        /// The storage's buffer (a `Vec`'s, or a CUDA slice's device address) and its length in
+        /// bytes.
         data: *const c_void,
         bytes: usize,
         byte_offset: u64,
+        device: Device,
     },
     /// A row-major copy that no candle handle reaches, and its contiguous layout.
     Copied { storage: CpuStorage, layout: Layout },
+    /// A row-major copy on a CUDA device that no other candle handle reaches: a tensor made by
+    /// `force_contiguous`, its slice's device address and length in bytes.
+    #[cfg(feature = "cuda")]
+    CopiedOnDevice {
+        tensor: HeldTensor,
+        data: *const c_void,
+        bytes: usize,
+        device: Device,
+    },
 }
 
-// SAFETY: `Tensor` and `CpuStorage` are `Send`. The only non-`Send` field is the lent data
-// pointer: the address of a storage `Vec` buffer that the held tensor keeps allocated and that
+/// A candle tensor an export holds. A CUDA tensor is dropped with its context current on the
+/// dropping thread (a DLPack deleter may run on any thread).
+struct HeldTensor(ManuallyDrop<Tensor>);
+
+impl HeldTensor {
+    fn new(tensor: Tensor) -> Self {
+        HeldTensor(ManuallyDrop::new(tensor))
+    }
+
+    fn get(&self) -> &Tensor {
+        &self.0
+    }
+
+    fn into_inner(self) -> Tensor {
+        let mut this = ManuallyDrop::new(self);
+        // SAFETY: `this` is never dropped or used again, so the tensor is taken exactly once.
+        unsafe { ManuallyDrop::take(&mut this.0) }
+    }
+}
+
+impl Drop for HeldTensor {
+    fn drop(&mut self) {
+        // SAFETY: this is the owner's `Drop`, which runs once; the tensor is not used after it.
+        let tensor = unsafe { ManuallyDrop::take(&mut self.0) };
+        #[cfg(feature = "cuda")]
+        crate::cuda::drop_in_context(tensor);
+        #[cfg(not(feature = "cuda"))]
+        drop(tensor);
+    }
+}
+
+// SAFETY: `Tensor` and `CpuStorage` are `Send`. The only non-`Send` fields are the data
+// pointers: the address of a storage `Vec` buffer that the held tensor keeps allocated and that
 // nothing writes while the export lives (`lend`'s contract), so reading it from any thread is
-// race-free.
+// race-free, or a CUDA device address, which the host never dereferences.
 unsafe impl Send for CandleExport {}
 
-/// Where a candle CPU tensor's elements are: what a lent export describes, read from the
-/// tensor's storage under its lock ([`locate`]).
-struct Located {
-    /// The storage `Vec`'s buffer and its length in bytes.
-    data: *const c_void,
-    bytes: usize,
-    byte_offset: u64,
-    dtype: DataType,
+/// Where a candle tensor's elements are: what an export describes, read from the tensor's
+/// storage under its lock ([`locate`]).
+pub(crate) struct Located {
+    /// The storage's buffer (a `Vec`'s, or a CUDA slice's device address) and its length in
+    /// bytes.
+    pub(crate) data: *const c_void,
+    pub(crate) bytes: usize,
+    pub(crate) byte_offset: u64,
+    pub(crate) dtype: DataType,
+    pub(crate) device: Device,
 }
 
 /// Finds `tensor`'s elements in `storage` (its own storage, read under its lock) for a
@@ -201,11 +265,22 @@ fn locate(tensor: &Tensor, storage: &Storage) -> Result<Located, CandleError> {
     let byte_offset = (offset as u64)
         .checked_mul(dtype.element_bytes() as u64)
         .ok_or_else(|| too_large("start offset", offset))?;
-    let Storage::Cpu(cpu) = storage else {
-        let location = tensor.device().location();
-        return Err(CandleError::Device { location });
+    let (data, bytes, found, device) = match (storage, tensor.device()) {
+        (Storage::Cpu(cpu), _) => {
+            let (data, bytes, found) = cpu_buffer(cpu);
+            (data, bytes, found, Device::CPU)
+        }
+        #[cfg(feature = "cuda")]
+        (Storage::Cuda(cuda), candle_core::Device::Cuda(device)) => {
+            let (address, bytes, found) = crate::cuda::locate(device, cuda)?;
+            let data = crate::cuda::device_pointer(address);
+            (data, bytes, found, crate::cuda::dlpack_device(device))
+        }
+        _ => {
+            let location = tensor.device().location();
+            return Err(CandleError::Device { location });
+        }
     };
-    let (data, bytes, found) = cpu_buffer(cpu);
     // candle keeps the tensor's dtype and its storage's variant in step; check anyway.
     if found != tensor.dtype() {
         return Err(CandleError::CandleDType {
@@ -218,6 +293,7 @@ fn locate(tensor: &Tensor, storage: &Storage) -> Result<Located, CandleError> {
         bytes,
         byte_offset,
         dtype,
+        device,
     })
 }
 
@@ -236,13 +312,15 @@ impl CandleExport {
             bytes,
             byte_offset,
             dtype,
+            device,
         } = located;
         CandleExport {
             held: Held::Lent {
-                tensor,
+                tensor: HeldTensor::new(tensor),
                 data,
                 bytes,
                 byte_offset,
+                device,
             },
             dtype,
         }
@@ -251,31 +329,42 @@ impl CandleExport {
     /// The layout the export describes.
     fn layout(&self) -> &Layout {
         match &self.held {
-            Held::Lent { tensor, .. } => tensor.layout(),
+            Held::Lent { tensor, .. } => tensor.get().layout(),
             Held::Copied { layout, .. } => layout,
+            #[cfg(feature = "cuda")]
+            Held::CopiedOnDevice { tensor, .. } => tensor.get().layout(),
         }
     }
 
     /// Whether the export is a copy that it owns alone ([`to_dlpack`]), rather than a tensor
     /// lent on candle's storage ([`into_dlpack`]).
     pub fn is_copy(&self) -> bool {
-        matches!(self.held, Held::Copied { .. })
+        match self.held {
+            Held::Lent { .. } => false,
+            Held::Copied { .. } => true,
+            #[cfg(feature = "cuda")]
+            Held::CopiedOnDevice { .. } => true,
+        }
     }
 
     /// The candle tensor again: the lent tensor itself, or a new tensor on the copy's memory
     /// (no copy either way).
     pub fn into_tensor(self) -> Tensor {
         match self.held {
-            Held::Lent { tensor, .. } => tensor,
+            Held::Lent { tensor, .. } => tensor.into_inner(),
             Held::Copied { storage, layout } => candle_tensor(storage, layout.shape().clone()),
+            #[cfg(feature = "cuda")]
+            Held::CopiedOnDevice { tensor, .. } => tensor.into_inner(),
         }
     }
 }
 
-/// The DLPack dtype of a CPU tensor that can be exported.
+/// The DLPack dtype of a tensor that can be exported (on the CPU, or on CUDA with the feature).
 fn exportable(tensor: &Tensor) -> Result<DataType, CandleError> {
     let location = tensor.device().location();
-    if location != DeviceLocation::Cpu {
+    let reachable = matches!(location, DeviceLocation::Cpu)
+        || (cfg!(feature = "cuda") && matches!(location, DeviceLocation::Cuda { .. }));
+    if !reachable {
         return Err(CandleError::Device { location });
     }
     dlpack_dtype(tensor.dtype())
@@ -378,14 +467,18 @@ fn give_storage_vec(cpu: &mut CpuStorage, slot: &mut dyn Any) {
     }
 }
 
-// SAFETY: the description reports a storage `Vec`'s own buffer with a layout candle built for
-// it (the lent tensor's, or the copy's contiguous one) and names that buffer as the allocation,
+// SAFETY: the description reports a storage's own buffer (a `Vec`'s, or on a CUDA device the
+// storage slice, one whole allocation, at the device address cudarc gave, with the storage's
+// device) with a layout candle built for it (the lent tensor's, or the copy's contiguous one)
+// and names that buffer as the allocation,
 // so the export constructor refuses any element outside it. The buffer holds initialised values
 // of the dtype (`locate` checked the storage variant; a copy is made for the dtype). It stays
 // allocated and unmodified while `self` lives: a lent tensor's storage is kept alive by the
 // held tensor and written by no one (`lend`'s contract; the description is read-only, so the
 // consumer does not write either); a copy's `Vec` is owned by `self` alone, no candle handle
-// reaches it, and its pointer comes from a `&mut` borrow, so the consumer may write it. The
+// reaches it, and its pointer comes from a `&mut` borrow, so the consumer may write it (a copy
+// on a CUDA device is the only handle on its storage, held by `self`, and device memory the host
+// never reads through it). The
 // `Vec` is given away only from a copy, only for its own element type, and then whole: the
 // tensor is all of it, row-major from its first element. `ndim` is the rank of the held
 // layout, which never changes (its sizes and strides fit i64: checked when `self` was made).
@@ -399,17 +492,31 @@ unsafe impl Export for CandleExport {
 
     fn describe(&mut self, shape: &mut [i64], strides: &mut [i64]) -> ExportDesc {
         let dtype = self.dtype;
-        let (data, bytes, byte_offset, flags) = match &mut self.held {
+        let (data, bytes, byte_offset, flags, device) = match &mut self.held {
             Held::Lent {
                 data,
                 bytes,
                 byte_offset,
+                device,
                 ..
-            } => (data.cast_mut(), *bytes, *byte_offset, Flags::READ_ONLY),
+            } => (
+                data.cast_mut(),
+                *bytes,
+                *byte_offset,
+                Flags::READ_ONLY,
+                *device,
+            ),
             Held::Copied { storage, .. } => {
                 let (data, bytes) = cpu_buffer_mut(storage);
-                (data, bytes, 0, Flags::IS_COPIED)
+                (data, bytes, 0, Flags::IS_COPIED, Device::CPU)
             }
+            #[cfg(feature = "cuda")]
+            Held::CopiedOnDevice {
+                data,
+                bytes,
+                device,
+                ..
+            } => (data.cast_mut(), *bytes, 0, Flags::IS_COPIED, *device),
         };
         let layout = self.layout();
         for (out, &v) in shape.iter_mut().zip(layout.dims()) {
@@ -423,7 +530,7 @@ unsafe impl Export for CandleExport {
             data,
             byte_offset,
             dtype,
-            device: Device::CPU,
+            device,
             flags,
             allocation: Some(start..start.saturating_add(bytes)),
         }

@@ -5,7 +5,9 @@ use core::mem::ManuallyDrop;
 
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, DType, Shape, Storage, Tensor};
-use dlpack_core::{CheckedTensor, CopyMode, CopyReason, Element, ManagedTensor, Refused, Transfer};
+use dlpack_core::{
+    CheckedTensor, CopyMode, CopyReason, DeviceType, Element, ManagedTensor, Refused, Transfer,
+};
 
 use crate::shape::candle_shape;
 use crate::{CandleError, CandleExport, Float8E8M0, candle_dtype};
@@ -70,12 +72,62 @@ pub fn into_owned(
     tensor: ManagedTensor,
     mode: CopyMode,
 ) -> Result<(Tensor, Transfer), Refused<ManagedTensor, CandleError>> {
+    into_owned_on(tensor, &candle_core::Device::Cpu, mode)
+}
+
+/// [`into_owned`] onto a given candle device: `Device::Cpu` (what [`into_owned`] does), or with
+/// the feature `cuda` a candle CUDA device, for a `kDLCUDA` tensor on its GPU (the
+/// [`cuda`](crate::cuda) module says how: a candle export comes back as itself, a bare
+/// dlpack-cuda `CudaBuffer` moves its slice into candle, anything else is copied on the device).
+///
+/// ```
+/// use candle_core::Device;
+/// use dlpack_core::{CopyMode, ManagedTensor, Transfer};
+///
+/// let (t, transfer) = dlpack_candle::into_owned_on(
+///     ManagedTensor::export(vec![1u32, 2, 3])?,
+///     &Device::Cpu,
+///     CopyMode::IfNeeded,
+/// )?;
+/// assert_eq!((t.to_vec1::<u32>()?, transfer), (vec![1, 2, 3], Transfer::Moved));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// Those of [`into_owned`], each giving the tensor back; and [`CandleError::Device`] for a
+/// candle device this build cannot reach (Metal; CUDA without the feature `cuda`),
+/// [`CandleError::DeviceMismatch`] for a tensor that is not on the CUDA device asked for,
+/// [`CandleError::DLPack`] when the driver contradicts its device claim, and
+/// [`CandleError::Candle`] when a CUDA call fails.
+pub fn into_owned_on(
+    tensor: ManagedTensor,
+    device: &candle_core::Device,
+    mode: CopyMode,
+) -> Result<(Tensor, Transfer), Refused<ManagedTensor, CandleError>> {
     let dtype = match candle_dtype(tensor.dtype()) {
         Ok(dtype) => dtype,
         Err(error) => return refuse(error, tensor),
     };
+    match device {
+        candle_core::Device::Cpu => {}
+        #[cfg(feature = "cuda")]
+        candle_core::Device::Cuda(cuda) => {
+            let shape = match candle_shape(tensor.shape()) {
+                Ok(shape) => shape,
+                Err(error) => return refuse(error, tensor),
+            };
+            return crate::cuda::into_owned(tensor, device, cuda, dtype, shape, mode);
+        }
+        #[allow(unreachable_patterns)] // CUDA is matched above with the feature `cuda`
+        other => {
+            let location = other.location();
+            return refuse(CandleError::Device { location }, tensor);
+        }
+    }
     let mut tensor = tensor;
-    if mode != CopyMode::Always {
+    // A candle export on the CPU comes back as itself; one on a GPU is not a CPU tensor.
+    if mode != CopyMode::Always && tensor.device().device_type == DeviceType::CPU {
         tensor = match tensor.reclaim::<CandleExport>() {
             Ok(export) => return Ok((export.into_tensor(), Transfer::Reclaimed)),
             Err(tensor) => tensor,
@@ -143,9 +195,44 @@ fn refuse<T>(
 /// [`dlpack_core::Error::Overflow`] (as [`CandleError::DLPack`]) for a shape without elements
 /// whose non-zero sizes multiply past `usize::MAX`, which candle cannot hold.
 pub fn to_owned(tensor: &CheckedTensor) -> Result<Tensor, CandleError> {
+    to_owned_on(tensor, &candle_core::Device::Cpu)
+}
+
+/// [`to_owned`] onto a given candle device: `Device::Cpu` (what [`to_owned`] does), or with the
+/// feature `cuda` a candle CUDA device, for a `kDLCUDA` tensor on its GPU, copied on the device
+/// after the driver has checked its device claim (the [`cuda`](crate::cuda) module).
+///
+/// ```
+/// use candle_core::Device;
+/// use dlpack_core::ManagedTensor;
+///
+/// let kept = ManagedTensor::export(vec![1.5f64, 2.5])?;
+/// let copy = dlpack_candle::to_owned_on(&kept, &Device::Cpu)?;
+/// assert_eq!(copy.to_vec1::<f64>()?, [1.5, 2.5]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// Those of [`to_owned`]; and [`CandleError::Device`], [`CandleError::DeviceMismatch`],
+/// [`CandleError::DLPack`] and [`CandleError::Candle`] as for [`into_owned_on`].
+pub fn to_owned_on(
+    tensor: &CheckedTensor,
+    device: &candle_core::Device,
+) -> Result<Tensor, CandleError> {
     let dtype = candle_dtype(tensor.dtype())?;
     let shape = candle_shape(tensor.shape())?;
-    Ok(candle_tensor(copy_to_storage(tensor, dtype)?, shape))
+    match device {
+        candle_core::Device::Cpu => Ok(candle_tensor(copy_to_storage(tensor, dtype)?, shape)),
+        #[cfg(feature = "cuda")]
+        candle_core::Device::Cuda(cuda) => {
+            crate::cuda::to_owned(tensor, device, cuda, dtype, shape)
+        }
+        #[allow(unreachable_patterns)] // CUDA is matched above with the feature `cuda`
+        other => Err(CandleError::Device {
+            location: other.location(),
+        }),
+    }
 }
 
 /// The elements of a host-readable DLPack tensor of candle dtype `dtype` (the one

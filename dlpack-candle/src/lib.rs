@@ -1,5 +1,5 @@
-//! candle <-> DLPack: candle CPU tensors in and out of DLPack, without a copy wherever that is
-//! sound, and saying when a copy happened.
+//! candle <-> DLPack: candle CPU tensors, and with the feature `cuda` candle CUDA tensors, in
+//! and out of DLPack, without a copy wherever that is sound, and saying when a copy happened.
 //!
 //! ```
 //! use dlpack_core::{CopyMode, CopyReason, Error, ManagedTensor, Transfer};
@@ -50,6 +50,7 @@
 //! | [`to_dlpack`]`(&tensor)` | copies a candle tensor into a compact row-major DLPack tensor that owns the copy: safe and writable |
 //! | [`into_owned`]`(tensor, mode)` | takes a DLPack tensor over as a candle tensor, reclaimed, moved or copied as `mode` allows, and says which; a refusal gives the tensor back |
 //! | [`to_owned`]`(&tensor)` | copies a DLPack tensor the caller keeps (a `BorrowedTensor`, say) into a new candle tensor |
+//! | [`into_owned_on`]`(tensor, &device, mode)`, [`to_owned_on`]`(&tensor, &device)` | the same onto a given candle device: the CPU, or a CUDA device (feature `cuda`) |
 //!
 //! [`into_dlpack`] lends to any DLPack consumer (NumPy, PyTorch, an ndarray view through
 //! `dlpack-ndarray`, ...) the tensor as candle holds it, views included (after `narrow`,
@@ -86,8 +87,13 @@
 //!
 //! # Devices
 //!
-//! CPU only: a CUDA or Metal candle tensor is refused with [`CandleError::Device`], and a
-//! DLPack tensor the host cannot read fails the copy with [`dlpack_core::Error::NotHostAccessible`].
+//! The CPU always; CUDA with the feature `cuda` (the [`cuda`] module: candle CUDA tensors out
+//! as `kDLCUDA` without a copy, `kDLCUDA` tensors in, copied on the device unless candle can
+//! own their memory, with dlpack-cuda's driver checks and stream handshake). A candle tensor on
+//! a device this build cannot reach (Metal; CUDA without the feature) is refused with
+//! [`CandleError::Device`]. [`into_owned`] and [`to_owned`] make CPU tensors: a DLPack tensor
+//! the host cannot read fails their copy with [`dlpack_core::Error::NotHostAccessible`];
+//! [`into_owned_on`] takes it onto its GPU.
 //!
 //! # Exports never block candle
 //!
@@ -110,6 +116,8 @@
 //! [`CandleExport`] is the producer behind both.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "cuda")]
+pub mod cuda;
 pub mod dtype;
 mod error;
 mod export;
@@ -119,4 +127,4 @@ mod shape;
 pub use dtype::{Float8E8M0, candle_dtype, dlpack_dtype};
 pub use error::CandleError;
 pub use export::{CandleExport, into_dlpack, to_dlpack};
-pub use import::{into_owned, to_owned};
+pub use import::{into_owned, into_owned_on, to_owned, to_owned_on};

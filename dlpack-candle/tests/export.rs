@@ -315,13 +315,23 @@ fn to_dlpack_owns_its_copy_which_a_consumer_may_write_take_as_a_vec_or_give_back
 }
 
 #[test]
-fn the_device_error_names_the_device() {
+fn the_device_errors_name_the_devices() {
     // A CUDA candle tensor cannot be made without candle's `cuda` feature; the message can.
     let err = CandleError::Device {
         location: candle_core::DeviceLocation::Cuda { gpu_id: 1 },
     };
+    let expected = if cfg!(feature = "cuda") {
+        "the candle tensor lives on cuda:1, which dlpack-candle cannot exchange: expected the CPU or a CUDA device (Metal storage is not supported)"
+    } else {
+        "the candle tensor lives on cuda:1, which dlpack-candle cannot exchange: expected the CPU (CUDA needs the feature `cuda`; Metal storage is not supported)"
+    };
+    assert_eq!(err.to_string(), expected);
+    let err = CandleError::DeviceMismatch {
+        found: dlpack_core::Device::CPU,
+        target: candle_core::DeviceLocation::Cuda { gpu_id: 0 },
+    };
     assert_eq!(
         err.to_string(),
-        "the candle tensor lives on cuda:1; dlpack-candle moves CPU tensors only (candle's CUDA and Metal storages are not supported): expected DeviceLocation::Cpu"
+        "the DLPack tensor lives on cpu:0, not on the candle device asked for (cuda:0): expected a tensor on that device; copy it there first"
     );
 }

@@ -282,3 +282,23 @@ fn question_mark_turns_either_refusal_into_a_candle_error() {
         Err(CandleError::DLPack(Error::LegacyReadOnly))
     ));
 }
+
+#[test]
+fn into_owned_on_and_to_owned_on_the_cpu_are_into_owned_and_to_owned() -> Result {
+    let cpu = candle_core::Device::Cpu;
+    // Moved, reclaimed and copied as `into_owned` does.
+    let data = vec![1.0f32, 2.0, 3.0];
+    let address = data.as_ptr().addr();
+    let (t, transfer) =
+        dlpack_candle::into_owned_on(ManagedTensor::export(data)?, &cpu, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Moved);
+    // SAFETY: `t` is the only handle on its storage.
+    let dl = unsafe { into_dlpack(t) }?;
+    assert_eq!(dl.data_ptr().addr(), address);
+    let (t, transfer) = dlpack_candle::into_owned_on(dl, &cpu, CopyMode::Never)?;
+    assert_eq!(transfer, Transfer::Reclaimed);
+    let kept = to_dlpack(&t)?;
+    let copy = dlpack_candle::to_owned_on(&kept, &cpu)?;
+    assert_eq!(copy.to_vec1::<f32>()?, [1.0, 2.0, 3.0]);
+    Ok(())
+}

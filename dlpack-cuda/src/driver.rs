@@ -236,6 +236,8 @@ pub(crate) trait Library {
 /// The real libcuda, through cudarc's loader.
 struct SystemLibrary;
 
+/// With cudarc opening libcuda at run time (this crate's default).
+#[cfg(not(feature = "dynamic-linking"))]
 impl Library for SystemLibrary {
     fn present(&self) -> bool {
         // SAFETY: opening libcuda runs the NVIDIA driver's library initialisers, which are made
@@ -259,6 +261,31 @@ impl Library for SystemLibrary {
 
     fn candidates(&self) -> Vec<String> {
         cudarc::get_lib_name_candidates("cuda")
+    }
+}
+
+/// With libcuda linked into the program (feature `dynamic-linking`): the dynamic linker loaded
+/// it, and resolved every driver function the program calls, before `main` ran (Rust links
+/// with `-z now`; a missing library or symbol stops the program from starting), so only
+/// `cuInit` can still fail.
+#[cfg(feature = "dynamic-linking")]
+impl Library for SystemLibrary {
+    fn present(&self) -> bool {
+        true
+    }
+
+    fn has_symbol(&self, _symbol: &str) -> bool {
+        true
+    }
+
+    fn init(&self) -> Result<(), Error> {
+        // SAFETY: libcuda is linked into the program; `cuInit` takes only a flags word, which
+        // must be 0.
+        check(unsafe { sys::cuInit(0) }, "cuInit")
+    }
+
+    fn candidates(&self) -> Vec<String> {
+        vec!["libcuda.so.1 (linked into the program)".to_owned()]
     }
 }
 
@@ -433,13 +460,24 @@ impl CudaDriver {
 /// A context made current on this thread for a while: the previous one (or none) is current
 /// again when the scope ends.
 ///
+/// ```no_run
+/// use dlpack_cuda::{ContextScope, open_device};
+///
+/// let context = open_device(0)?;
+/// {
+///     let _scope = ContextScope::enter(&context).expect("cuCtxSetCurrent");
+///     // ... raw driver calls that use the current context ...
+/// } // the thread's own context (or none) is current again
+/// # Ok::<(), dlpack_core::Error>(())
+/// ```
+///
 /// The driver calls of this crate run on whatever thread asks: a consumer's thread in
 /// `__dlpack__`, and for the free of a [`CudaBuffer`](crate::CudaBuffer) the thread that runs the
 /// DLPack deleter, which DLPack lets be any thread. So the calls need their context current
 /// there, and must leave the thread's own choice of context (the CUDA runtime of PyTorch or
 /// CuPy reads it) as they found it. Not `Send`: it restores on the thread that entered it.
 #[derive(Debug)]
-pub(crate) struct ContextScope {
+pub struct ContextScope {
     /// The context to make current again when the scope ends (NULL: none), if this scope
     /// changed it.
     restore: Option<sys::CUcontext>,
@@ -447,7 +485,11 @@ pub(crate) struct ContextScope {
 
 impl ContextScope {
     /// Makes `context` current on this thread, if it is not already.
-    pub(crate) fn enter(context: &CudaContext) -> Result<ContextScope, DriverError> {
+    ///
+    /// # Errors
+    ///
+    /// The driver's error from `cuCtxGetCurrent` or `cuCtxSetCurrent`.
+    pub fn enter(context: &CudaContext) -> Result<ContextScope, DriverError> {
         let target = context.cu_ctx();
         let previous = result::ctx::get_current()?;
         if previous == Some(target) {
@@ -462,7 +504,11 @@ impl ContextScope {
 
     /// Keeps this thread's current context (or none): whatever the scope's calls make current,
     /// this one is current again when the scope ends.
-    pub(crate) fn preserve() -> Result<ContextScope, DriverError> {
+    ///
+    /// # Errors
+    ///
+    /// The driver's error from `cuCtxGetCurrent`.
+    pub fn preserve() -> Result<ContextScope, DriverError> {
         let previous = result::ctx::get_current()?;
         Ok(ContextScope {
             restore: Some(previous.unwrap_or(ptr::null_mut())),

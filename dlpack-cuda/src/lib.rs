@@ -51,7 +51,8 @@
 //! - Import: [`CudaImport`] checks a foreign tensor's claim with the hooks and copies it to or
 //!   from the host; [`DeviceView`] gives its device addresses, and [`ForeignSlice`] the same
 //!   memory as a `&CudaSlice<T>` that cudarc never frees.
-//! - Driver: [`load_driver`], [`open_device`].
+//! - Driver: [`load_driver`], [`open_device`], and [`ContextScope`] for driver calls on a
+//!   thread whose current context must be left as it was (a DLPack deleter's, say).
 //!
 //! # Python (dlpack-pyo3) and CUDA tensors
 //!
@@ -80,6 +81,11 @@
 //!
 //! The binding is cudarc's CUDA 12.8 API (feature `cuda-12080`), loaded function by function,
 //! so any driver from CUDA 11.4 on serves every call this crate makes.
+//!
+//! With the feature `dynamic-linking` (which dlpack-candle's `cuda` turns on, because candle
+//! links the CUDA libraries and cudarc cannot both link and load them in one build), libcuda is
+//! linked into the program instead: the program then starts only where libcuda is installed,
+//! every symbol is resolved before `main`, and [`load_driver`] only calls `cuInit`.
 //!
 //! # Limits
 //!
@@ -152,6 +158,7 @@ pub use cudarc;
 use cudarc::driver::CudaContext;
 use dlpack_core::Error;
 
+pub use driver::ContextScope;
 pub use export::{CudaBuffer, CudaTensor, ManagedBuffer, PinnedBuffer, SliceMut};
 pub use hooks::CudaHooks;
 pub use import::{CudaImport, DeviceView, ForeignSlice};

@@ -4,4 +4,4 @@
 # where candle's or its dependencies' code casts integers to pointers (a contended parking_lot
 # lock, gemm's matmul), each saying so.
 step "cargo miri test -p dlpack-candle"
-cargo +"$MIRI_TOOLCHAIN" miri test -p dlpack-candle --all-features --lib --tests
+cargo +"$MIRI_TOOLCHAIN" miri test -p dlpack-candle --features "$("$ROOT"/scripts/features dlpack-candle)" --lib --tests

@@ -9,9 +9,9 @@ if ((!QUICK)); then
     cuda_json=$(mktemp)
     quietly "build the suite and the stand-in (cargo test -p dlpack-cuda --test test_driver --no-run)" \
         sh -c 'cargo build -p dlpack-cuda-test-driver --message-format=json >"$1" &&
-            cargo test -p dlpack-cuda --all-features --test test_driver --no-run \
-                --message-format=json >>"$1"' \
-        sh "$cuda_json"
+            cargo test -p dlpack-cuda --features "$2" --test test_driver \
+                --no-run --message-format=json >>"$1"' \
+        sh "$cuda_json" "$("$ROOT"/scripts/features dlpack-cuda)"
     # The suite's executable and the stand-in's library, from cargo's own report.
     mapfile -t cuda_paths < <(python3 - "$cuda_json" <<'PYEOF'
 import json, sys

@@ -5,4 +5,4 @@
 # prints that it did not run), and tests/gpu.rs on a GPU when DLPACK_TEST_CUDA=1 is set (and
 # then fails without a usable GPU), otherwise printing that it did not run.
 step "cargo miri test -p dlpack-cuda (hook logic against the fake driver)"
-cargo +"$MIRI_TOOLCHAIN" miri test -p dlpack-cuda --all-features --lib --tests
+cargo +"$MIRI_TOOLCHAIN" miri test -p dlpack-cuda --features "$("$ROOT"/scripts/features dlpack-cuda)" --lib --tests

@@ -28,6 +28,9 @@
 //! - with the feature `cuda`: float32 tensors on CUDA device 0 (`cuda_f32`) and the CUDA
 //!   importer of `dlpack_pyo3::cuda` (`cuda_import_report`, `cuda_import_address`), for
 //!   `dlpack-pyo3/tests/python-gpu` and `dlpack-pyo3/tests/python-stand-in`;
+//! - with the feature `candle-cuda`: candle CUDA tensors lent to Python by dlpack-candle
+//!   (`candle_cuda_f32`, `candle_cuda_lend`) and Python CUDA tensors taken into candle
+//!   (`candle_cuda_import`), for `dlpack-pyo3/tests/python-gpu/test_candle_cuda.py`;
 //! - with the feature `oneapi`: float32 tensors in Level Zero USM (`oneapi_f32`), queues to
 //!   name as `stream` (`OneApiQueue`) and the importer of `dlpack_pyo3::oneapi`
 //!   (`oneapi_import_report`), for `dlpack-pyo3/tests/python-oneapi`;
@@ -36,6 +39,8 @@
 
 mod args;
 mod buffer;
+#[cfg(feature = "candle-cuda")]
+mod candle_cuda;
 #[cfg(feature = "cuda")]
 mod cuda;
 #[cfg(feature = "oneapi")]
@@ -722,6 +727,8 @@ fn dlpack_testmod(m: &Bound<'_, PyModule>) -> PyResult<()> {
     buffer::register(m)?;
     #[cfg(feature = "cuda")]
     cuda::register(m)?;
+    #[cfg(feature = "candle-cuda")]
+    candle_cuda::register(m)?;
     #[cfg(feature = "oneapi")]
     oneapi::register(m)?;
     Ok(())

@@ -6,6 +6,8 @@ a GPU, PyTorch and CuPy, and the test module built with --features cuda):
 
 Prints the median of several timeit repeats, in microseconds per exchange, of:
 - torch.from_dlpack(rust_tensor) against torch.from_dlpack(cupy_array), in the same run;
+- with the module's `candle-cuda` feature: torch.from_dlpack of a candle CUDA tensor lent by
+  dlpack-candle, once with the export made beforehand and once with a new export per call;
 - the Rust CUDA importer (stream handshake and driver check included) on a torch tensor
   (through PyTorch's C exchange API where it has one), also with a side stream current (an
   event to wait for), and on a CuPy array (through `__dlpack__`);
@@ -63,6 +65,15 @@ def main():
         ("  of which CuPy's __dlpack_device__ + __dlpack__(stream=1)", per_call(
             lambda: (c.__dlpack_device__(), c.__dlpack__(stream=1, max_version=(1, 3))))),
     ]
+    if hasattr(m, "candle_cuda_lend"):
+        candle, _ = m.candle_cuda_f32([0.0] * 1024, [32, 32], "none")
+        rows[2:2] = [
+            ("torch.from_dlpack(candle_tensor)", per_call(lambda: torch.from_dlpack(candle))),
+            ("  with dlpack_candle::into_dlpack per call", per_call(
+                lambda: torch.from_dlpack(m.candle_cuda_lend()))),
+        ]
+    else:
+        print("candle rows left out: dlpack_testmod was built without `candle-cuda`")
     width = max(len(name) for name, _ in rows)
     print(f"median of {REPEATS} repeats, us per exchange (torch {torch.__version__}, "
           f"cupy {cupy.__version__}, {torch.cuda.get_device_name()}; torch C exchange API: "

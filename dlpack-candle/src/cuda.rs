@@ -1,0 +1,499 @@
+//! candle CUDA tensors in and out of DLPack (feature `cuda`): `kDLCUDA`, with the stream
+//! handshake of dlpack-cuda.
+//!
+//! The crate's four functions take CUDA tensors as they take CPU ones:
+//!
+//! - [`into_dlpack`](crate::into_dlpack) lends a candle CUDA tensor as `kDLCUDA` on its GPU,
+//!   zero-copy: the data pointer is the storage's device address (the layout's start offset is
+//!   the byte offset), with the tensor's shape and strides, read-only, the tensor kept alive by
+//!   the export;
+//! - [`to_dlpack`](crate::to_dlpack) copies it on the device into a compact row-major tensor
+//!   the export owns (writable);
+//! - [`into_owned_on`](crate::into_owned_on) takes a `kDLCUDA` tensor into a candle CUDA
+//!   device: a tensor exported from candle comes back as itself ([`Transfer::Reclaimed`]), a
+//!   bare dlpack-cuda [`CudaBuffer`] of a candle dtype moves its `CudaSlice` into candle's
+//!   storage ([`Transfer::Moved`]), and any other tensor (PyTorch's, CuPy's, JAX's) is copied
+//!   on the device ([`Transfer::Copied`]), or refused under
+//!   [`CopyMode::Never`];
+//! - [`to_owned_on`](crate::to_owned_on) copies a tensor the caller keeps.
+//!
+//! # Why foreign memory is copied, not wrapped
+//!
+//! candle 0.11 can wrap device memory it did not allocate (`CudaStream::upgrade_device_ptr`,
+//! `CudaStorage::wrap_cuda_slice`, `Tensor::from_storage`), but the `CudaSlice` it wraps frees
+//! the memory when candle drops the storage, candle offers no way to take the slice back out,
+//! and nothing tells a caller when the storage is dropped. A wrapped PyTorch tensor would be
+//! freed by candle behind PyTorch's caching allocator, which hands the same memory out again:
+//! a double free and a use after free. Keeping the DLPack owner alive "for the storage's whole
+//! life" has no hook to hang on. So a tensor candle cannot own is copied on the device, once
+//! (cuMemcpyDtoDAsync for a compact row-major tensor; for other layouts, a copy of the span it
+//! reaches and candle's own `index_select` gather), and the DLPack owner is released as soon as
+//! the copy has run. Memory candle can own is taken without a copy: candle's own exports and a
+//! `CudaBuffer`'s slice.
+//!
+//! # Streams
+//!
+//! A candle CUDA device queues its work on one stream: the per-thread default stream for
+//! `Device::new_cuda` (the stream of whichever thread calls), a stream of its own for
+//! `Device::new_cuda_with_stream`. DLPack's handshake needs a stream that means the same on
+//! every thread, so this crate keeps one stream per GPU for it, the *exchange stream*, and
+//! [`hooks`] are dlpack-cuda's [`CudaHooks`] on it:
+//!
+//! - an export makes the exchange stream wait (with an event, never a host wait) for the work
+//!   candle has queued, as seen from the exporting thread, and for the storage's last write
+//!   recorded by cudarc; a consumer's `__dlpack__(stream=s)`, through the hooks'
+//!   [`make_ready`](dlpack_core::DeviceHooks::make_ready), makes its stream `s` wait for the
+//!   exchange stream;
+//! - an import expects the tensor ready on the exchange stream (what
+//!   `dlpack_pyo3::cuda::from_dlpack_cuda(x, &hooks)` arranges with the producer) and makes the
+//!   candle device's stream wait for it before the copy; a moved `CudaBuffer` is waited for on
+//!   its own stream.
+//!
+//! The copy of a foreign tensor is waited for on the host (an event) before the tensor goes
+//! back to its producer: the producer may reuse the memory at once (PyTorch's allocator does),
+//! and candle's stream is not one it knows about.
+//!
+//! ```no_run
+//! use candle_core::{Device, Tensor};
+//! use dlpack_core::{CopyMode, DeviceHooks, Transfer};
+//! use dlpack_core::protocol::parse_stream;
+//!
+//! let gpu = Device::new_cuda(0)?;
+//! let t = Tensor::arange(0f32, 6., &gpu)?.reshape((2, 3))?;
+//!
+//! // candle -> DLPack: candle's own device memory, read-only.
+//! // SAFETY: `t.t()?` shares `t`'s storage, which nothing writes while the export lives.
+//! let dl = unsafe { dlpack_candle::into_dlpack(t.t()?) }?;
+//! assert_eq!(dl.device(), dlpack_core::Device::cuda(0));
+//! // A consumer on the legacy default stream asks for the tensor: an event, no host wait.
+//! let hooks = dlpack_candle::cuda::hooks(&gpu)?;
+//! hooks.make_ready(dl.device(), parse_stream(dl.device(), Some(1))?)?;
+//!
+//! // ... and back, without a copy.
+//! let (back, transfer) = dlpack_candle::into_owned_on(dl, &gpu, CopyMode::Never)?;
+//! assert_eq!(transfer, Transfer::Reclaimed);
+//! assert_eq!(back.to_vec2::<f32>()?, [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Building
+//!
+//! The feature turns on candle-core's `cuda`, whose kernels nvcc compiles, and links the CUDA
+//! libraries candle uses (libcuda, libcublas, libcublasLt, libcurand, libnvrtc): see
+//! CONTRIBUTING.md ("candle on CUDA") for a build on a machine without a GPU or a CUDA
+//! installation.
+
+use core::ffi::c_void;
+use core::ptr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use candle_core::cuda_backend::cudarc::driver::{
+    CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, result,
+};
+use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, CudaStorageSlice, WrapErr};
+use candle_core::op::BackpropOp;
+use candle_core::{DType, Shape, Storage, Tensor};
+use dlpack_core::{CheckedTensor, CopyMode, CopyReason, Device, ManagedTensor, Refused, Transfer};
+use dlpack_cuda::{ContextScope, CudaBuffer, CudaHooks};
+
+use crate::CandleError;
+use crate::export::Located;
+
+/// dlpack-cuda's hooks on the exchange stream of `device`'s GPU (see the [module](self) docs):
+/// what a consumer of this crate's CUDA exports orders its stream after (hand them to
+/// `dlpack_pyo3::DLPackTensor::with_hooks`), and what an import into `device` expects its
+/// tensor ready on (hand them to `dlpack_pyo3::cuda::from_dlpack_cuda`). One per GPU, made on
+/// first use and kept for the process.
+///
+/// ```no_run
+/// let gpu = candle_core::Device::new_cuda(0)?;
+/// let hooks = dlpack_candle::cuda::hooks(&gpu)?;
+/// assert!(hooks.consumer_stream(dlpack_core::Device::cuda(0))? > 2); // its own stream
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// [`CandleError::Device`] for a device that is not a CUDA one, [`CandleError::DLPack`] when the
+/// CUDA driver cannot be loaded, and [`CandleError::Candle`] when the stream cannot be made.
+pub fn hooks(device: &candle_core::Device) -> Result<Arc<CudaHooks>, CandleError> {
+    match device {
+        candle_core::Device::Cuda(cuda) => exchange(cuda),
+        other => Err(CandleError::Device {
+            location: other.location(),
+        }),
+    }
+}
+
+/// The hooks on the exchange stream of `device`'s GPU, made on first use.
+fn exchange(device: &CudaDevice) -> Result<Arc<CudaHooks>, CandleError> {
+    static HOOKS: Mutex<Vec<(usize, Arc<CudaHooks>)>> = Mutex::new(Vec::new());
+    let candle_stream = device.cuda_stream();
+    let ordinal = candle_stream.context().ordinal();
+    let mut all = HOOKS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, hooks)) = all.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(hooks.clone());
+    }
+    let stream = candle_stream.context().new_stream().w()?;
+    let hooks = Arc::new(CudaHooks::new(stream)?);
+    all.push((ordinal, hooks.clone()));
+    Ok(hooks)
+}
+
+/// The exchange stream of the hooks of `device`'s GPU.
+fn exchange_stream(hooks: &CudaHooks, device: &CudaDevice) -> Arc<CudaStream> {
+    let ordinal = device.cuda_stream().context().ordinal();
+    // `exchange` made the hooks with a stream of exactly this ordinal.
+    hooks
+        .stream(Device::cuda(ordinal as i32))
+        .cloned()
+        .unwrap_or_else(|| device.cuda_stream())
+}
+
+/// Where a candle CUDA tensor's elements are, for an export: the storage slice's device address
+/// and length, the storage's dtype, the device. The exchange stream is made to wait for the
+/// work candle queued (as seen from this thread) and, through cudarc's event tracking, for the
+/// slice's last write.
+pub(crate) fn locate(
+    device: &CudaDevice,
+    storage: &CudaStorage,
+) -> Result<(usize, usize, DType), CandleError> {
+    let hooks = exchange(device)?;
+    let stream = exchange_stream(&hooks, device);
+    stream.join(&device.cuda_stream()).w()?;
+    macro_rules! address {
+        ($slice:expr, $dtype:expr) => {{
+            // With event tracking, `stream` waits for the slice's last write, and the guard
+            // records a read on `stream` when dropped (here).
+            let (address, _read) = $slice.device_ptr(&stream);
+            (address as usize, $slice.num_bytes(), $dtype)
+        }};
+    }
+    Ok(match &storage.slice {
+        CudaStorageSlice::U8(s) => address!(s, DType::U8),
+        CudaStorageSlice::U32(s) => address!(s, DType::U32),
+        CudaStorageSlice::I16(s) => address!(s, DType::I16),
+        CudaStorageSlice::I32(s) => address!(s, DType::I32),
+        CudaStorageSlice::I64(s) => address!(s, DType::I64),
+        CudaStorageSlice::BF16(s) => address!(s, DType::BF16),
+        CudaStorageSlice::F16(s) => address!(s, DType::F16),
+        CudaStorageSlice::F32(s) => address!(s, DType::F32),
+        CudaStorageSlice::F64(s) => address!(s, DType::F64),
+        CudaStorageSlice::F8E4M3(s) => address!(s, DType::F8E4M3),
+        CudaStorageSlice::F6E2M3(s) => address!(s, DType::F6E2M3),
+        CudaStorageSlice::F6E3M2(s) => address!(s, DType::F6E3M2),
+        CudaStorageSlice::F4(s) => address!(s, DType::F4),
+        CudaStorageSlice::F8E8M0(s) => address!(s, DType::F8E8M0),
+    })
+}
+
+/// The DLPack device of a candle CUDA device.
+pub(crate) fn dlpack_device(device: &CudaDevice) -> Device {
+    // cudarc opened the device with `ordinal as i32`.
+    Device::cuda(device.cuda_stream().context().ordinal() as i32)
+}
+
+/// The data pointer of a device address: never dereferenced by the host, so without
+/// provenance.
+pub(crate) fn device_pointer(address: usize) -> *const c_void {
+    ptr::without_provenance(address)
+}
+
+/// A compact row-major copy of a candle CUDA tensor, made on its device, and where its elements
+/// are: what [`to_dlpack`](crate::to_dlpack) exports.
+pub(crate) fn copy_for_export(
+    tensor: &Tensor,
+    device: &CudaDevice,
+) -> Result<(Tensor, Located), CandleError> {
+    // Always a new storage (also for a tensor that is compact already), that only `copy`
+    // reaches.
+    let copy = tensor.force_contiguous()?;
+    let located = {
+        let (storage, _) = copy.storage_and_layout();
+        let Storage::Cuda(cuda) = &*storage else {
+            return Err(CandleError::Device {
+                location: copy.device().location(),
+            });
+        };
+        let (address, bytes, _) = locate(device, cuda)?;
+        Located {
+            data: device_pointer(address),
+            bytes,
+            byte_offset: 0,
+            dtype: crate::dlpack_dtype(copy.dtype())?,
+            device: dlpack_device(device),
+        }
+    };
+    Ok((copy, located))
+}
+
+/// Drops a held CUDA tensor with its context current on this thread (a DLPack deleter runs on
+/// any thread, where no context may be current: cudarc frees a slice on its stream without
+/// making the context current when event tracking is off).
+pub(crate) fn drop_in_context(tensor: Tensor) {
+    let scope = match tensor.device() {
+        candle_core::Device::Cuda(device) => ContextScope::enter(device.cuda_stream().context()),
+        _ => return drop(tensor),
+    };
+    // Without a scope (the driver refused), the tensor is dropped anyway and cudarc records the
+    // driver's error in the context.
+    let _scope = scope;
+    drop(tensor);
+}
+
+/// [`crate::into_owned_on`] for a candle CUDA device.
+pub(crate) fn into_owned(
+    tensor: ManagedTensor,
+    target: &candle_core::Device,
+    device: &CudaDevice,
+    dtype: DType,
+    shape: Shape,
+    mode: CopyMode,
+) -> Result<(Tensor, Transfer), Refused<ManagedTensor, CandleError>> {
+    let expected = dlpack_device(device);
+    if tensor.device() != expected {
+        return refuse(mismatch(tensor.device(), target), tensor);
+    }
+    let mut tensor = tensor;
+    if mode != CopyMode::Always {
+        // A tensor exported from candle comes back as itself, on the candle device it was made
+        // on (this GPU, checked above).
+        tensor = match tensor.reclaim::<crate::CandleExport>() {
+            Ok(export) => return Ok((export.into_tensor(), Transfer::Reclaimed)),
+            Err(tensor) => tensor,
+        };
+        tensor = match move_slice(tensor, device, dtype, &shape) {
+            Ok(Ok(moved)) => return Ok((moved, Transfer::Moved)),
+            Ok(Err((error, value))) => return Err(Refused { error, value }),
+            Err(tensor) => tensor,
+        };
+    }
+    let reason = if mode == CopyMode::Always {
+        CopyReason::Requested
+    } else if tensor.is_row_major_contiguous() {
+        CopyReason::NotOwned
+    } else {
+        CopyReason::Layout
+    };
+    let transfer = match mode.copy(reason) {
+        Ok(transfer) => transfer,
+        Err(error) => return refuse(error, tensor),
+    };
+    match copy(&tensor, target, device, dtype, shape) {
+        Ok(copied) => Ok((copied, transfer)),
+        Err(error) => refuse(error, tensor),
+    }
+}
+
+/// [`crate::to_owned_on`] for a candle CUDA device.
+pub(crate) fn to_owned(
+    tensor: &CheckedTensor,
+    target: &candle_core::Device,
+    device: &CudaDevice,
+    dtype: DType,
+    shape: Shape,
+) -> Result<Tensor, CandleError> {
+    if tensor.device() != dlpack_device(device) {
+        return Err(mismatch(tensor.device(), target));
+    }
+    copy(tensor, target, device, dtype, shape)
+}
+
+/// The refusal of a tensor on another device than the candle device asked for.
+pub(crate) fn mismatch(found: Device, target: &candle_core::Device) -> CandleError {
+    CandleError::DeviceMismatch {
+        found,
+        target: target.location(),
+    }
+}
+
+fn refuse<T>(
+    error: impl Into<CandleError>,
+    tensor: ManagedTensor,
+) -> Result<T, Refused<ManagedTensor, CandleError>> {
+    Err(Refused {
+        error: error.into(),
+        value: tensor,
+    })
+}
+
+/// What [`move_slice`] did with the buffer it took: a candle tensor, or the error of the one
+/// driver call that can fail, with the buffer back as a tensor.
+type Moved = Result<Tensor, (CandleError, ManagedTensor)>;
+
+/// Moves the `CudaSlice` of a bare [`CudaBuffer`] of `dtype`'s element type into candle storage
+/// on `device`, or gives the tensor back untouched (`Err`) when it is not one.
+fn move_slice(
+    tensor: ManagedTensor,
+    device: &CudaDevice,
+    dtype: DType,
+    shape: &Shape,
+) -> Result<Moved, ManagedTensor> {
+    fn take<T: dlpack_core::Element + CudaDType + DeviceRepr>(
+        tensor: ManagedTensor,
+        device: &CudaDevice,
+        shape: &Shape,
+    ) -> Result<Moved, ManagedTensor> {
+        let buffer = tensor.reclaim::<CudaBuffer<T>>()?;
+        // A bare buffer is described as its whole slice, 1-d, on the slice's device (checked
+        // equal to `device`'s by the caller).
+        let slice = buffer.into_slice();
+        // candle's stream waits for the work queued on the slice's own stream; if the driver
+        // refuses, the buffer goes back as the tensor it was.
+        if let Err(error) = device.cuda_stream().join(slice.stream()).w() {
+            let tensor = ManagedTensor::export(CudaBuffer::new(slice))
+                .expect("a CudaBuffer that was exported once exports again");
+            return Ok(Err((error.into(), tensor)));
+        }
+        let storage = T::wrap_cuda_slice(slice, device.clone());
+        Ok(Ok(candle_tensor(storage, shape.clone())))
+    }
+    match dtype {
+        DType::U8 => take::<u8>(tensor, device, shape),
+        DType::U32 => take::<u32>(tensor, device, shape),
+        DType::I16 => take::<i16>(tensor, device, shape),
+        DType::I32 => take::<i32>(tensor, device, shape),
+        DType::I64 => take::<i64>(tensor, device, shape),
+        DType::BF16 => take::<half::bf16>(tensor, device, shape),
+        DType::F16 => take::<half::f16>(tensor, device, shape),
+        DType::F32 => take::<f32>(tensor, device, shape),
+        DType::F64 => take::<f64>(tensor, device, shape),
+        DType::F8E4M3 => take::<float8::F8E4M3>(tensor, device, shape),
+        // float8_e8m0fnu: candle keeps it as `u8` storage, a dlpack-cuda buffer as its own
+        // element type; copied.
+        _ => Err(tensor),
+    }
+}
+
+fn candle_tensor(storage: CudaStorage, shape: Shape) -> Tensor {
+    Tensor::from_storage(Storage::Cuda(storage), shape, BackpropOp::none(), false)
+}
+
+/// Copies a `kDLCUDA` tensor of candle dtype `dtype` on `device`'s GPU into new candle storage
+/// on `device`, compact row-major, after checking its device claim with the driver; waits for
+/// the copy before returning, so the tensor may be released at once.
+fn copy(
+    tensor: &CheckedTensor,
+    target: &candle_core::Device,
+    device: &CudaDevice,
+    dtype: DType,
+    shape: Shape,
+) -> Result<Tensor, CandleError> {
+    if tensor.is_empty() {
+        return Ok(Tensor::zeros(shape, dtype, target)?);
+    }
+    let hooks = exchange(device)?;
+    // Memory kind (device memory), ordinal, and every reachable byte inside one allocation of
+    // this context.
+    tensor.check_device(&*hooks)?;
+    let stream = device.cuda_stream();
+    // The tensor is ready on the exchange stream; candle's stream waits for that.
+    stream.join(&exchange_stream(&hooks, device)).w()?;
+    let elem = dtype.size_in_bytes();
+    let span = tensor.byte_span();
+    let first = tensor.data_ptr().addr() + tensor.byte_offset() as usize;
+    let compact = tensor.is_row_major_contiguous() && span.len() == tensor.len() * elem;
+    let elements = span.len() / elem;
+    let flat = match dtype {
+        DType::U8 => copy_span::<u8>(device, span.start, elements, CudaStorageSlice::U8),
+        DType::U32 => copy_span::<u32>(device, span.start, elements, CudaStorageSlice::U32),
+        DType::I16 => copy_span::<i16>(device, span.start, elements, CudaStorageSlice::I16),
+        DType::I32 => copy_span::<i32>(device, span.start, elements, CudaStorageSlice::I32),
+        DType::I64 => copy_span::<i64>(device, span.start, elements, CudaStorageSlice::I64),
+        DType::BF16 => copy_span(device, span.start, elements, CudaStorageSlice::BF16),
+        DType::F16 => copy_span(device, span.start, elements, CudaStorageSlice::F16),
+        DType::F32 => copy_span::<f32>(device, span.start, elements, CudaStorageSlice::F32),
+        DType::F64 => copy_span::<f64>(device, span.start, elements, CudaStorageSlice::F64),
+        DType::F8E4M3 => copy_span(device, span.start, elements, CudaStorageSlice::F8E4M3),
+        DType::F8E8M0 => copy_span::<u8>(device, span.start, elements, CudaStorageSlice::F8E8M0),
+        other => {
+            return Err(CandleError::CandleDType {
+                dtype: other,
+                reason: "dlpack-candle has no storage conversion for it",
+            });
+        }
+    }?;
+    let result = if compact {
+        flat.reshape(shape)?
+    } else {
+        gather(&flat, target, tensor, (first - span.start) / elem, &shape)?
+    };
+    // The producer may reuse its memory as soon as the tensor is released: wait for the copy
+    // (and the gather, which reads only the copy) before returning.
+    stream.record_event(None).w()?.synchronize().w()?;
+    Ok(result)
+}
+
+/// A new 1-d candle tensor on `device` holding a copy of the `elements` elements of type `T`
+/// at device address `source`, queued on candle's stream.
+fn copy_span<T: DeviceRepr>(
+    device: &CudaDevice,
+    source: usize,
+    elements: usize,
+    wrap: fn(CudaSlice<T>) -> CudaStorageSlice,
+) -> Result<Tensor, CandleError> {
+    let stream = device.cuda_stream();
+    // SAFETY: every element of the new slice is written by the copy queued below on the same
+    // stream before anything can read it (candle reads the storage on this stream, or, with
+    // cudarc's event tracking, after the write event the guard records); if the copy cannot be
+    // queued, the slice is dropped unread.
+    let mut slice = unsafe { device.alloc::<T>(elements) }?;
+    {
+        let _scope = ContextScope::enter(stream.context()).w()?;
+        let (destination, _write) = slice.device_ptr_mut(&stream);
+        // SAFETY: `source` is the start of `elements * size_of::<T>()` bytes of device memory
+        // that the driver confirmed lie in one live allocation of this GPU's context
+        // (`check_device`), kept alive by the tensor until the copy has run (`copy` waits for
+        // it); `destination` is the new slice of exactly that size; the two do not overlap.
+        unsafe {
+            result::memcpy_dtod_async(
+                destination,
+                source as u64,
+                elements * size_of::<T>(),
+                stream.cu_stream(),
+            )
+        }
+        .w()?;
+    }
+    let storage = CudaStorage {
+        slice: wrap(slice),
+        device: device.clone(),
+    };
+    Ok(candle_tensor(storage, Shape::from_dims(&[elements])))
+}
+
+/// Gathers `tensor`'s elements, in row-major order, from `flat`, a copy of the span it reaches
+/// (its first element at index `first`), with candle's `index_select` on the device.
+fn gather(
+    flat: &Tensor,
+    target: &candle_core::Device,
+    tensor: &CheckedTensor,
+    first: usize,
+    shape: &Shape,
+) -> Result<Tensor, CandleError> {
+    let ndim = tensor.shape().len();
+    // The index of element (i0, i1, ...) in `flat` is first + sum(ik * stride_k): one small
+    // vector per axis, broadcast together on the device. Every index lies in the span, so in
+    // 0..flat.len(), which fits i64 (a span of device memory).
+    let mut index: Option<Tensor> = None;
+    for (axis, (&size, &stride)) in tensor.shape().iter().zip(tensor.strides()).enumerate() {
+        let start = if axis == 0 { first as i64 } else { 0 };
+        let values: Vec<i64> = (0..size).map(|i| start + i * stride).collect();
+        let mut dims = vec![1usize; ndim];
+        dims[axis] = size as usize;
+        let part = Tensor::from_vec(values, dims, target)?;
+        index = Some(match index {
+            None => part,
+            Some(sum) => sum.broadcast_add(&part)?,
+        });
+    }
+    let Some(index) = index else {
+        // A 0-d tensor is compact: `copy` reshapes it instead.
+        return Ok(flat.reshape(shape.clone())?);
+    };
+    let index = index
+        .broadcast_as(shape.clone())?
+        .flatten_all()?
+        .contiguous()?;
+    Ok(flat.index_select(&index, 0)?.reshape(shape.clone())?)
+}

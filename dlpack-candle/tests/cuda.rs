@@ -1,0 +1,413 @@
+//! candle CUDA tensors in and out of DLPack, on a real GPU (the feature `cuda`).
+//!
+//! It runs only when built with the feature `cuda` and `DLPACK_TEST_CUDA=1` is set: through
+//! `scripts/gpu-kit` (which builds it with the CUDA toolkit of `scripts/cuda-toolkit`). Otherwise
+//! it prints one line saying why it did not run and passes; with the switch set on a machine
+//! where device 0 cannot be opened, it fails. It has its own runner (`harness = false`) so that
+//! line is always shown. Names given after `--` select cases as with libtest.
+
+use std::process::ExitCode;
+
+const SUITE: &str = "dlpack-candle CUDA suite";
+
+#[cfg(not(feature = "cuda"))]
+fn main() -> ExitCode {
+    println!(
+        "{SUITE}: did not run (built without the feature `cuda`, which needs a CUDA toolkit to build: scripts/gpu-kit builds and runs it)"
+    );
+    ExitCode::SUCCESS
+}
+
+#[cfg(feature = "cuda")]
+fn main() -> ExitCode {
+    use dlpack_testing::harness::{run_cases, test_args};
+
+    let switch = std::env::var("DLPACK_TEST_CUDA").unwrap_or_default();
+    if switch != "1" {
+        println!(
+            "{SUITE}: did not run ({} tests skipped; DLPACK_TEST_CUDA is {}); set DLPACK_TEST_CUDA=1 on a machine with an NVIDIA GPU to run it",
+            gpu::CASES.len(),
+            if switch.is_empty() {
+                "unset".to_owned()
+            } else {
+                format!("{switch:?}")
+            }
+        );
+        return ExitCode::SUCCESS;
+    }
+    let device = match candle_core::Device::new_cuda(0) {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!(
+                "{SUITE}: DLPACK_TEST_CUDA is set, but candle cannot open CUDA device 0: {e}"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = run_cases(SUITE, &device, gpu::CASES, &test_args(), |_, case| case());
+    outcome.report(SUITE)
+}
+
+#[cfg(feature = "cuda")]
+mod common;
+
+#[cfg(feature = "cuda")]
+mod gpu {
+    use std::ffi::c_void;
+    use std::sync::Arc;
+    use std::sync::mpsc::{Receiver, Sender, channel};
+    use std::time::Duration;
+
+    use candle_core::cuda_backend::CudaStorageSlice;
+    use candle_core::cuda_backend::cudarc::driver::{CudaStream, DevicePtr, result, sys};
+    use candle_core::{Device, Storage, Tensor};
+    use dlpack_candle::CandleError;
+    use dlpack_core::protocol::parse_stream;
+    use dlpack_core::{CopyMode, CopyReason, DeviceHooks, Error, Flags, ManagedTensor, Transfer};
+    use dlpack_cuda::{CudaBuffer, CudaHooks, CudaImport, CudaTensor, open_device};
+    use dlpack_testing::harness::{Case, cases};
+
+    use crate::common::{Drops, Raw};
+
+    pub(crate) const CASES: &[Case<Device>] = cases![Device;
+        an_export_lends_candle_device_memory_as_kdlcuda,
+        strided_and_offset_views_export_as_candle_lays_them_out,
+        an_export_comes_back_as_the_same_candle_tensor,
+        a_copy_is_made_on_the_device_and_owned_by_the_export,
+        a_cuda_buffer_moves_its_slice_into_candle,
+        foreign_tensors_are_copied_on_the_device_in_every_layout,
+        the_import_copy_waits_for_the_producers_pending_write,
+        a_consumer_waits_for_candles_pending_work_without_a_host_wait,
+        refusals_give_the_tensor_back,
+    ];
+
+    /// The device address of a candle CUDA f32 tensor's storage slice.
+    fn storage_address(tensor: &Tensor) -> usize {
+        let (storage, _) = tensor.storage_and_layout();
+        let Storage::Cuda(cuda) = &*storage else {
+            panic!("not a CUDA tensor")
+        };
+        let CudaStorageSlice::F32(slice) = &cuda.slice else {
+            panic!("not f32")
+        };
+        let stream = cuda.device.cuda_stream();
+        let (address, _read) = slice.device_ptr(&stream);
+        address as usize
+    }
+
+    fn hooks(device: &Device) -> Arc<CudaHooks> {
+        dlpack_candle::cuda::hooks(device).expect("exchange hooks")
+    }
+
+    /// The elements of a DLPack CUDA f32 tensor, gathered on the host by dlpack-cuda after the
+    /// driver checked the device claim.
+    fn host_values(tensor: ManagedTensor, device: &Device) -> Vec<f32> {
+        let hooks = hooks(device);
+        let import = CudaImport::new(tensor, &*hooks).expect("the driver confirms the claim");
+        import.to_host_vec::<f32>(&*hooks).expect("to host")
+    }
+
+    fn arange(n: usize, device: &Device) -> Tensor {
+        Tensor::arange(0f32, n as f32, device).expect("arange")
+    }
+
+    fn an_export_lends_candle_device_memory_as_kdlcuda(device: &Device) {
+        let t = arange(6, device).reshape((2, 3)).expect("reshape");
+        let address = storage_address(&t);
+        // SAFETY: `t` is the only handle on its storage and moves into the export.
+        let dl = unsafe { dlpack_candle::into_dlpack(t) }.expect("export");
+        assert_eq!(dl.device(), dlpack_core::Device::cuda(0));
+        assert_eq!(dl.data_ptr().addr(), address, "candle's own device memory");
+        assert_eq!((dl.shape(), dl.strides()), (&[2i64, 3][..], &[3i64, 1][..]));
+        assert!(dl.is_read_only());
+        assert_eq!(host_values(dl, device), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    }
+
+    fn strided_and_offset_views_export_as_candle_lays_them_out(device: &Device) {
+        let base = arange(12, device).reshape((3, 4)).expect("reshape");
+        let address = storage_address(&base);
+        let view = base
+            .narrow(0, 1, 2)
+            .and_then(|v| v.t())
+            .expect("rows 1..3, transposed");
+        // SAFETY: nothing writes to the storage `base` and `view` share.
+        let dl = unsafe { dlpack_candle::into_dlpack(view) }.expect("export");
+        assert_eq!(dl.data_ptr().addr(), address);
+        assert_eq!(dl.byte_offset(), 4 * 4, "row 1 starts 4 elements in");
+        assert_eq!((dl.shape(), dl.strides()), (&[4i64, 2][..], &[1i64, 4][..]));
+        assert_eq!(
+            host_values(dl, device),
+            [4.0, 8.0, 5.0, 9.0, 6.0, 10.0, 7.0, 11.0]
+        );
+        drop(base);
+    }
+
+    fn an_export_comes_back_as_the_same_candle_tensor(device: &Device) {
+        let t = arange(4, device);
+        let address = storage_address(&t);
+        // SAFETY: the only handle, moved into the export.
+        let dl = unsafe { dlpack_candle::into_dlpack(t) }.expect("export");
+        let (back, transfer) =
+            dlpack_candle::into_owned_on(dl, device, CopyMode::Never).expect("reclaim");
+        assert_eq!(transfer, Transfer::Reclaimed);
+        assert_eq!(storage_address(&back), address);
+        assert_eq!(back.to_vec1::<f32>().expect("values"), [0.0, 1.0, 2.0, 3.0]);
+    }
+
+    fn a_copy_is_made_on_the_device_and_owned_by_the_export(device: &Device) {
+        let t = arange(6, device).reshape((2, 3)).expect("reshape");
+        let dl = dlpack_candle::to_dlpack(&t.t().expect("t")).expect("copy");
+        assert!(dl.flags().contains(Flags::IS_COPIED) && !dl.is_read_only());
+        assert_eq!((dl.shape(), dl.strides()), (&[3i64, 2][..], &[2i64, 1][..]));
+        assert_ne!(dl.data_ptr().addr(), storage_address(&t), "new memory");
+        let address = dl.data_ptr().addr();
+        // The copy comes back as candle storage, without another copy.
+        let (back, transfer) =
+            dlpack_candle::into_owned_on(dl, device, CopyMode::Never).expect("reclaim");
+        assert_eq!(transfer, Transfer::Reclaimed);
+        assert_eq!(storage_address(&back), address);
+        assert_eq!(
+            back.to_vec2::<f32>().expect("values"),
+            [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
+        );
+    }
+
+    fn a_cuda_buffer_moves_its_slice_into_candle(device: &Device) {
+        let stream = open_device(0)
+            .expect("device 0")
+            .new_stream()
+            .expect("stream");
+        let slice = stream.clone_htod(&[1.5f32, 2.5, 3.5]).expect("upload");
+        let buffer = CudaBuffer::new(slice);
+        let address = buffer.device_address();
+        let dl = ManagedTensor::export(buffer).expect("export");
+        let (t, transfer) =
+            dlpack_candle::into_owned_on(dl, device, CopyMode::Never).expect("moved");
+        assert_eq!(transfer, Transfer::Moved);
+        assert_eq!(storage_address(&t), address, "the slice itself");
+        assert_eq!(t.to_vec1::<f32>().expect("values"), [1.5, 2.5, 3.5]);
+        // candle computes with it like with its own storage.
+        let doubled = (&t * 2.0).expect("candle op");
+        assert_eq!(doubled.to_vec1::<f32>().expect("values"), [3.0, 5.0, 7.0]);
+    }
+
+    /// A tensor over a fresh device slice holding 0..n, described by `layout`.
+    fn foreign(
+        n: usize,
+        layout: impl FnOnce(CudaBuffer<f32>) -> CudaTensor<CudaBuffer<f32>>,
+    ) -> ManagedTensor {
+        let stream = open_device(0).expect("device 0").default_stream();
+        let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let slice = stream.clone_htod(&values).expect("upload");
+        ManagedTensor::export(layout(CudaBuffer::new(slice))).expect("export")
+    }
+
+    fn foreign_tensors_are_copied_on_the_device_in_every_layout(device: &Device) {
+        // Compact: not candle's to own, so a copy, refused under `Never` with the tensor back.
+        let compact = foreign(6, |b| CudaTensor::new(b, &[2, 3]).expect("2x3"));
+        let refused = dlpack_candle::into_owned_on(compact, device, CopyMode::Never)
+            .expect_err("no copy allowed");
+        assert!(matches!(
+            refused.error,
+            CandleError::DLPack(Error::CopyRefused {
+                reason: CopyReason::NotOwned
+            })
+        ));
+        let address = refused.value.data_ptr().addr();
+        let (t, transfer) = dlpack_candle::into_owned_on(refused.value, device, CopyMode::IfNeeded)
+            .expect("copied");
+        assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+        assert_ne!(storage_address(&t), address);
+        assert_eq!(
+            t.to_vec2::<f32>().expect("values"),
+            [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+        );
+
+        // (layout, expected row-major values)
+        type Layout = Box<dyn FnOnce(CudaBuffer<f32>) -> CudaTensor<CudaBuffer<f32>>>;
+        let cases: Vec<(&str, usize, Layout, Vec<Vec<f32>>)> = vec![
+            (
+                "transposed",
+                6,
+                Box::new(|b| CudaTensor::strided(b, &[3, 2], &[1, 3], 0).expect("t")),
+                vec![vec![0.0, 3.0], vec![1.0, 4.0], vec![2.0, 5.0]],
+            ),
+            (
+                "offset column",
+                12,
+                Box::new(|b| CudaTensor::strided(b, &[3, 1], &[4, 1], 2).expect("column 2")),
+                vec![vec![2.0], vec![6.0], vec![10.0]],
+            ),
+            (
+                "negative strides",
+                6,
+                Box::new(|b| CudaTensor::strided(b, &[2, 3], &[-3, -1], 5).expect("flipped")),
+                vec![vec![5.0, 4.0, 3.0], vec![2.0, 1.0, 0.0]],
+            ),
+            (
+                "broadcast",
+                3,
+                Box::new(|b| CudaTensor::strided(b, &[2, 3], &[0, 1], 0).expect("stride 0")),
+                vec![vec![0.0, 1.0, 2.0], vec![0.0, 1.0, 2.0]],
+            ),
+        ];
+        for (name, n, layout, expected) in cases {
+            let (t, transfer) =
+                dlpack_candle::into_owned_on(foreign(n, layout), device, CopyMode::IfNeeded)
+                    .unwrap_or_else(|r| panic!("{name}: {}", r.error));
+            assert_eq!(transfer, Transfer::Copied(CopyReason::Layout), "{name}");
+            assert!(t.is_contiguous(), "{name}");
+            assert_eq!(t.to_vec2::<f32>().expect("values"), expected, "{name}");
+        }
+
+        // A tensor the caller keeps: `to_owned_on`.
+        let kept = foreign(4, |b| CudaTensor::new(b, &[4]).expect("1-d"));
+        let copy = dlpack_candle::to_owned_on(&kept, device).expect("copy");
+        assert_eq!(copy.to_vec1::<f32>().expect("values"), [0.0, 1.0, 2.0, 3.0]);
+        drop(kept);
+    }
+
+    /// Blocks `stream` until the returned sender sends (or is dropped), with a host function.
+    fn block(stream: &CudaStream) -> Sender<()> {
+        unsafe extern "C" fn wait_for_release(data: *mut c_void) {
+            // SAFETY: `data` is the Box<Receiver<()>> leaked by `block`, taken back once, here.
+            let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
+            let _ = receiver.recv_timeout(Duration::from_secs(30));
+        }
+        let (release, wait) = channel::<()>();
+        let wait = Box::into_raw(Box::new(wait)).cast::<c_void>();
+        // SAFETY: the host function takes back the box it is given and makes no CUDA call.
+        unsafe { result::stream::launch_host_function(stream.cu_stream(), wait_for_release, wait) }
+            .expect("cuLaunchHostFunc");
+        release
+    }
+
+    fn the_import_copy_waits_for_the_producers_pending_write(device: &Device) {
+        const N: usize = 1 << 20;
+        let context = open_device(0).expect("device 0");
+        let producer = context.new_stream().expect("producer stream");
+        let mut slice = producer.alloc_zeros::<f32>(N).expect("zeroed");
+        let values: Vec<f32> = (0..N).map(|i| i as f32).collect();
+        producer.synchronize().expect("zeroed");
+        // The producer's write waits behind a block, queued before the hand-over.
+        let release = block(&producer);
+        producer
+            .memcpy_htod(&values, &mut slice)
+            .expect("queued write");
+        let tensor =
+            ManagedTensor::export(CudaTensor::new(CudaBuffer::new(slice), &[N]).expect("1-d"))
+                .expect("export");
+        // The protocol's handshake: the producer makes its write visible on the stream the
+        // consumer (candle's exchange stream) names.
+        let consumer = hooks(device);
+        let argument = consumer.consumer_stream(tensor.device()).expect("stream");
+        CudaHooks::new(producer.clone())
+            .expect("producer hooks")
+            .make_ready(
+                tensor.device(),
+                parse_stream(tensor.device(), Some(argument)).expect("stream value"),
+            )
+            .expect("handshake");
+        // Lift the block from another thread a moment later: the import's copy (which waits on
+        // the host for itself) must come after the write.
+        let lifter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = release.send(());
+        });
+        let (t, transfer) =
+            dlpack_candle::into_owned_on(tensor, device, CopyMode::IfNeeded).expect("copy");
+        lifter.join().expect("lifter");
+        assert_eq!(transfer, Transfer::Copied(CopyReason::NotOwned));
+        assert_eq!(
+            t.to_vec1::<f32>().expect("values"),
+            values,
+            "the write, not zeros"
+        );
+    }
+
+    fn a_consumer_waits_for_candles_pending_work_without_a_host_wait(device: &Device) {
+        for gpu in [
+            device.clone(),
+            Device::new_cuda_with_stream(0).expect("a candle device with its own stream"),
+        ] {
+            let candle_stream = gpu.as_cuda_device().expect("cuda").cuda_stream();
+            let input = arange(1 << 20, &gpu);
+            input.device().synchronize().expect("ready");
+            let release = block(&candle_stream);
+            // Queued behind the block on candle's stream (a compact tensor: no host transfer).
+            let doubled = input.affine(2.0, 0.0).expect("candle op");
+            // SAFETY: `doubled` is the only handle on its new storage.
+            let dl = unsafe { dlpack_candle::into_dlpack(doubled) }.expect("export");
+            let consumer = open_device(0)
+                .expect("device 0")
+                .new_stream()
+                .expect("consumer");
+            let request =
+                parse_stream(dl.device(), Some(consumer.cu_stream() as i64)).expect("stream value");
+            hooks(&gpu)
+                .make_ready(dl.device(), request)
+                .expect("handshake");
+            let marker = consumer.record_event(None).expect("event");
+            // SAFETY: a live event of the current context.
+            let status = unsafe { sys::cuEventQuery(marker.cu_event()) };
+            assert_eq!(
+                status,
+                sys::CUresult::CUDA_ERROR_NOT_READY,
+                "the consumer's stream waits while candle's work is blocked"
+            );
+            release.send(()).expect("release");
+            marker.synchronize().expect("after candle's work");
+            let values = host_values(dl, &gpu);
+            assert!(values.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
+        }
+    }
+
+    fn refusals_give_the_tensor_back(device: &Device) {
+        // A CPU tensor onto the GPU: another device.
+        let cpu = ManagedTensor::export(vec![1.0f32, 2.0]).expect("export");
+        let refused =
+            dlpack_candle::into_owned_on(cpu, device, CopyMode::IfNeeded).expect_err("mismatch");
+        assert!(
+            matches!(refused.error, CandleError::DeviceMismatch { .. }),
+            "{}",
+            refused.error
+        );
+        assert_eq!(
+            refused.value.to_vec::<f32>().expect("given back"),
+            [1.0, 2.0]
+        );
+
+        // A CUDA tensor onto the CPU: not host memory.
+        let gpu = foreign(2, |b| CudaTensor::new(b, &[2]).expect("1-d"));
+        let refused = dlpack_candle::into_owned(gpu, CopyMode::IfNeeded).expect_err("device");
+        assert!(matches!(
+            refused.error,
+            CandleError::DLPack(Error::NotHostAccessible { .. })
+        ));
+
+        // Host memory claimed as CUDA device memory: the driver contradicts it, before any
+        // copy, and the tensor comes back (deleted once, with the refusal).
+        let drops = Drops::default();
+        let fake = Raw {
+            bytes: vec![0; 16],
+            shape: vec![4],
+            dtype: dlpack_core::DataType::F32,
+            device: dlpack_core::Device::cuda(0),
+            drops: drops.clone(),
+        };
+        let fake = ManagedTensor::export(fake).expect("export");
+        let refused = dlpack_candle::into_owned_on(fake, device, CopyMode::IfNeeded)
+            .expect_err("a false claim");
+        assert!(
+            matches!(
+                refused.error,
+                CandleError::DLPack(Error::UnknownPointer { .. })
+            ),
+            "{}",
+            refused.error
+        );
+        assert_eq!(drops.count(), 0, "given back");
+        drop(refused);
+        assert_eq!(drops.count(), 1, "deleted once");
+    }
+}

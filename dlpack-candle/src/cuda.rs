@@ -10,11 +10,11 @@
 //! - [`to_dlpack`](crate::to_dlpack) copies it on the device into a compact row-major tensor
 //!   the export owns (writable);
 //! - [`into_owned_on`](crate::into_owned_on) takes a `kDLCUDA` tensor into a candle CUDA
-//!   device: a tensor exported from candle comes back as itself ([`Transfer::Reclaimed`]), a
-//!   bare dlpack-cuda [`CudaBuffer`] of a candle dtype moves its `CudaSlice` into candle's
-//!   storage ([`Transfer::Moved`]), and any other tensor (PyTorch's, CuPy's, JAX's) is copied
-//!   on the device ([`Transfer::Copied`]), or refused under
-//!   [`CopyMode::Never`];
+//!   device: a tensor exported from that candle device comes back as itself
+//!   ([`Transfer::Reclaimed`]), a bare dlpack-cuda [`CudaBuffer`] of a candle dtype hands its
+//!   memory to candle's storage ([`Transfer::Moved`]), and any other tensor (PyTorch's, CuPy's,
+//!   JAX's, or one exported from another candle device of the same GPU) is copied on the device
+//!   ([`Transfer::Copied`]), or refused under [`CopyMode::Never`];
 //! - [`to_owned_on`](crate::to_owned_on) copies a tensor the caller keeps.
 //!
 //! # Why foreign memory is copied, not wrapped
@@ -26,32 +26,40 @@
 //! freed by candle behind PyTorch's caching allocator, which hands the same memory out again:
 //! a double free and a use after free. Keeping the DLPack owner alive "for the storage's whole
 //! life" has no hook to hang on. So a tensor candle cannot own is copied on the device, once
-//! (cuMemcpyDtoDAsync for a compact row-major tensor; for other layouts, a copy of the span it
-//! reaches and candle's own `index_select` gather), and the DLPack owner is released as soon as
-//! the copy has run. Memory candle can own is taken without a copy: candle's own exports and a
-//! `CudaBuffer`'s slice.
+//! (cuMemcpyDtoDAsync), and the DLPack owner is released only after the copy has run. A layout
+//! that is not compact row-major is copied as the whole span of memory it reaches (a column of
+//! a large matrix copies the matrix) and gathered in row-major order by candle's
+//! `index_select` (with an 8-byte index per element); for i16, i32 and the float8 types, for
+//! which candle-kernels has no such gather, through an integer type of the same width and one
+//! more copy. Memory candle can own is taken without a copy: candle's own exports, and a
+//! `CudaBuffer`'s allocation, which a slice on candle's stream takes over, so that candle
+//! orders its uses and its free like those of its own storage.
 //!
 //! # Streams
 //!
 //! A candle CUDA device queues its work on one stream: the per-thread default stream for
 //! `Device::new_cuda` (the stream of whichever thread calls), a stream of its own for
 //! `Device::new_cuda_with_stream`. DLPack's handshake needs a stream that means the same on
-//! every thread, so this crate keeps one stream per GPU for it, the *exchange stream*, and
-//! [`hooks`] are dlpack-cuda's [`CudaHooks`] on it:
+//! every thread, so this crate keeps one stream per candle device for it, the *exchange
+//! stream*, and [`hooks`] are dlpack-cuda's [`CudaHooks`] on it:
 //!
-//! - an export makes the exchange stream wait (with an event, never a host wait) for the work
-//!   candle has queued, as seen from the exporting thread, and for the storage's last write
-//!   recorded by cudarc; a consumer's `__dlpack__(stream=s)`, through the hooks'
+//! - an export makes the exchange stream wait (with an event) for the work candle has queued,
+//!   as seen from the exporting thread, and for the storage's last write that cudarc recorded;
+//!   a consumer's `__dlpack__(stream=s)`, through the hooks'
 //!   [`make_ready`](dlpack_core::DeviceHooks::make_ready), makes its stream `s` wait for the
-//!   exchange stream;
+//!   exchange stream. For a device on the per-thread stream, export on the thread that queued
+//!   the tensor's computation, or after `Device::synchronize`: candle records a kernel's
+//!   output as read, not written, so another thread's stream is not waited for;
 //! - an import expects the tensor ready on the exchange stream (what
 //!   `dlpack_pyo3::cuda::from_dlpack_cuda(x, &hooks)` arranges with the producer) and makes the
-//!   candle device's stream wait for it before the copy; a moved `CudaBuffer` is waited for on
-//!   its own stream.
+//!   candle device's stream wait for it first, whatever it then does; a moved `CudaBuffer` is
+//!   also waited for on its own stream.
 //!
-//! The copy of a foreign tensor is waited for on the host (an event) before the tensor goes
-//! back to its producer: the producer may reuse the memory at once (PyTorch's allocator does),
-//! and candle's stream is not one it knows about.
+//! None of this waits on the host, but for two things: the first exchange of a candle device
+//! makes its stream, and cudarc synchronises the device's context once then (it switches the
+//! context to tracking reads and writes with events); and the copy of a foreign tensor is
+//! waited for before the tensor goes back to its producer, which may reuse the memory at once
+//! (PyTorch's allocator does) on a stream candle's work is not ordered before.
 //!
 //! ```no_run
 //! use candle_core::{Device, Tensor};
@@ -90,7 +98,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use candle_core::cuda_backend::cudarc::driver::{
     CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, result,
 };
-use candle_core::cuda_backend::{CudaDType, CudaDevice, CudaStorage, CudaStorageSlice, WrapErr};
+use candle_core::cuda_backend::{
+    CudaDType, CudaDevice, CudaStorage, CudaStorageSlice, DeviceId, WrapErr,
+};
 use candle_core::op::BackpropOp;
 use candle_core::{DType, Shape, Storage, Tensor};
 use dlpack_core::{CheckedTensor, CopyMode, CopyReason, Device, ManagedTensor, Refused, Transfer};
@@ -99,11 +109,11 @@ use dlpack_cuda::{ContextScope, CudaBuffer, CudaHooks};
 use crate::CandleError;
 use crate::export::Located;
 
-/// dlpack-cuda's hooks on the exchange stream of `device`'s GPU (see the [module](self) docs):
-/// what a consumer of this crate's CUDA exports orders its stream after (hand them to
-/// `dlpack_pyo3::DLPackTensor::with_hooks`), and what an import into `device` expects its
-/// tensor ready on (hand them to `dlpack_pyo3::cuda::from_dlpack_cuda`). One per GPU, made on
-/// first use and kept for the process.
+/// dlpack-cuda's hooks on the exchange stream of candle device `device` (see the
+/// [module](self) docs): what a consumer of this crate's CUDA exports orders its stream after
+/// (hand them to `dlpack_pyo3::DLPackTensor::with_hooks`), and what an import into `device`
+/// expects its tensor ready on (hand them to `dlpack_pyo3::cuda::from_dlpack_cuda`). One per
+/// candle device, made on first use and kept for the process (with its stream).
 ///
 /// ```no_run
 /// let gpu = candle_core::Device::new_cuda(0)?;
@@ -125,29 +135,30 @@ pub fn hooks(device: &candle_core::Device) -> Result<Arc<CudaHooks>, CandleError
     }
 }
 
-/// The hooks on the exchange stream of `device`'s GPU, made on first use.
+/// The hooks on the exchange stream of `device`, made on first use: one per candle device
+/// (which has a context of its own, `CudaContext::new`), made from that context, so that its
+/// context tracks reads and writes with events (cudarc's multi-stream mode) from then on.
 fn exchange(device: &CudaDevice) -> Result<Arc<CudaHooks>, CandleError> {
-    static HOOKS: Mutex<Vec<(usize, Arc<CudaHooks>)>> = Mutex::new(Vec::new());
-    let candle_stream = device.cuda_stream();
-    let ordinal = candle_stream.context().ordinal();
+    static HOOKS: Mutex<Vec<(DeviceId, Arc<CudaHooks>)>> = Mutex::new(Vec::new());
     let mut all = HOOKS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, hooks)) = all.iter().find(|(o, _)| *o == ordinal) {
+    if let Some((_, hooks)) = all.iter().find(|(id, _)| *id == device.id()) {
         return Ok(hooks.clone());
     }
-    let stream = candle_stream.context().new_stream().w()?;
+    // The first extra stream of a context: cudarc synchronises the context once here.
+    let stream = device.cuda_stream().context().new_stream().w()?;
     let hooks = Arc::new(CudaHooks::new(stream)?);
-    all.push((ordinal, hooks.clone()));
+    all.push((device.id(), hooks.clone()));
     Ok(hooks)
 }
 
-/// The exchange stream of the hooks of `device`'s GPU.
-fn exchange_stream(hooks: &CudaHooks, device: &CudaDevice) -> Arc<CudaStream> {
-    let ordinal = device.cuda_stream().context().ordinal();
-    // `exchange` made the hooks with a stream of exactly this ordinal.
-    hooks
-        .stream(Device::cuda(ordinal as i32))
+/// The exchange stream of `device` ([`exchange`]'s hooks' stream).
+fn exchange_stream(device: &CudaDevice) -> Result<Arc<CudaStream>, CandleError> {
+    let hooks = exchange(device)?;
+    // `exchange` made the hooks with a stream of exactly this device's ordinal.
+    Ok(hooks
+        .stream(dlpack_device(device))
         .cloned()
-        .unwrap_or_else(|| device.cuda_stream())
+        .unwrap_or_else(|| device.cuda_stream()))
 }
 
 /// Where a candle CUDA tensor's elements are, for an export: the storage slice's device address
@@ -158,8 +169,7 @@ pub(crate) fn locate(
     device: &CudaDevice,
     storage: &CudaStorage,
 ) -> Result<(usize, usize, DType), CandleError> {
-    let hooks = exchange(device)?;
-    let stream = exchange_stream(&hooks, device);
+    let stream = exchange_stream(device)?;
     stream.join(&device.cuda_stream()).w()?;
     macro_rules! address {
         ($slice:expr, $dtype:expr) => {{
@@ -205,9 +215,25 @@ pub(crate) fn copy_for_export(
     tensor: &Tensor,
     device: &CudaDevice,
 ) -> Result<(Tensor, Located), CandleError> {
-    // Always a new storage (also for a tensor that is compact already), that only `copy`
-    // reaches.
-    let copy = tensor.force_contiguous()?;
+    let dtype = tensor.dtype();
+    // candle 0.11's CUDA build has no strided-copy kernel for i16, i32 and f8e4m3 (it asks for
+    // `ucopy_i16`, `ucopy_i32`, `ucopy_f8e4m3`, which candle-kernels does not define), and
+    // refuses to allocate f8e8m0: those are gathered by this crate instead, from a read-only
+    // export of the tensor itself.
+    let own_gather = dtype == DType::F8E8M0
+        || (!tensor.is_contiguous() && matches!(dtype, DType::I16 | DType::I32 | DType::F8E4M3));
+    let copy = if own_gather {
+        // SAFETY: the lent export reads `tensor`'s storage only until `copy` has waited for its
+        // gather (before it returns), and nothing in this function writes to it.
+        let lent = unsafe { crate::into_dlpack(tensor.clone()) }.map_err(|r| r.error)?;
+        let target = candle_core::Device::Cuda(device.clone());
+        let shape = crate::shape::candle_shape(lent.shape())?;
+        copy(&lent, &target, device, dtype, shape)?
+    } else {
+        // Always a new storage (also for a tensor that is compact already), that only `copy`
+        // reaches.
+        tensor.force_contiguous()?
+    };
     let located = {
         let (storage, _) = copy.storage_and_layout();
         let Storage::Cuda(cuda) = &*storage else {
@@ -250,16 +276,27 @@ pub(crate) fn into_owned(
     shape: Shape,
     mode: CopyMode,
 ) -> Result<(Tensor, Transfer), Refused<ManagedTensor, CandleError>> {
-    let expected = dlpack_device(device);
-    if tensor.device() != expected {
+    if tensor.device() != dlpack_device(device) {
         return refuse(mismatch(tensor.device(), target), tensor);
+    }
+    // Whatever happens next reads the tensor on candle's stream, after the exchange stream,
+    // which the producer's handshake made wait for its writes.
+    let ordered = exchange_stream(device)
+        .and_then(|exchange| device.cuda_stream().join(&exchange).w().map_err(Into::into));
+    if let Err(error) = ordered {
+        return refuse(error, tensor);
     }
     let mut tensor = tensor;
     if mode != CopyMode::Always {
-        // A tensor exported from candle comes back as itself, on the candle device it was made
-        // on (this GPU, checked above).
         tensor = match tensor.reclaim::<crate::CandleExport>() {
-            Ok(export) => return Ok((export.into_tensor(), Transfer::Reclaimed)),
+            // Exported from this very candle device: the tensor itself.
+            Ok(export) if export.is_on(target) => {
+                return Ok((export.into_tensor(), Transfer::Reclaimed));
+            }
+            // From another candle device of this GPU (another context and stream, which candle
+            // does not mix): described again, and copied below like any tensor.
+            Ok(export) => ManagedTensor::export(export)
+                .expect("a candle tensor that was exported once exports again"),
             Err(tensor) => tensor,
         };
         tensor = match move_slice(tensor, device, dtype, &shape) {
@@ -296,6 +333,8 @@ pub(crate) fn to_owned(
     if tensor.device() != dlpack_device(device) {
         return Err(mismatch(tensor.device(), target));
     }
+    let exchange = exchange_stream(device)?;
+    device.cuda_stream().join(&exchange).w()?;
     copy(tensor, target, device, dtype, shape)
 }
 
@@ -317,12 +356,12 @@ fn refuse<T>(
     })
 }
 
-/// What [`move_slice`] did with the buffer it took: a candle tensor, or the error of the one
-/// driver call that can fail, with the buffer back as a tensor.
+/// What [`move_slice`] did with the buffer it took: a candle tensor, or the error of a driver
+/// call, with the buffer back as a tensor.
 type Moved = Result<Tensor, (CandleError, ManagedTensor)>;
 
-/// Moves the `CudaSlice` of a bare [`CudaBuffer`] of `dtype`'s element type into candle storage
-/// on `device`, or gives the tensor back untouched (`Err`) when it is not one.
+/// Moves the memory of a bare [`CudaBuffer`] of `dtype`'s element type into candle storage on
+/// `device`, or gives the tensor back untouched (`Err`) when it is not one.
 fn move_slice(
     tensor: ManagedTensor,
     device: &CudaDevice,
@@ -337,16 +376,35 @@ fn move_slice(
         let buffer = tensor.reclaim::<CudaBuffer<T>>()?;
         // A bare buffer is described as its whole slice, 1-d, on the slice's device (checked
         // equal to `device`'s by the caller).
+        let address = buffer.device_address();
         let slice = buffer.into_slice();
-        // candle's stream waits for the work queued on the slice's own stream; if the driver
-        // refuses, the buffer goes back as the tensor it was.
-        if let Err(error) = device.cuda_stream().join(slice.stream()).w() {
-            let tensor = ManagedTensor::export(CudaBuffer::new(slice))
-                .expect("a CudaBuffer that was exported once exports again");
-            return Ok(Err((error.into(), tensor)));
+        let stream = device.cuda_stream();
+        // candle's stream waits for the work queued on the slice's own stream, and a slice on
+        // candle's stream takes the memory over: candle then orders its use and its free like
+        // those of its own storage (cudarc frees a slice on the slice's stream, after the reads
+        // that slice's context recorded, which the buffer's stream knows nothing of).
+        let taken = stream.join(slice.stream()).w().and_then(|()| {
+            // SAFETY: `address` is the live allocation of `slice.len()` elements of `T` that
+            // `slice` owns, in this GPU's primary context (candle's); its ownership passes to
+            // the new slice when `slice` is leaked below, before anything can drop either.
+            unsafe { dlpack_cuda::upgrade_device_ptr::<T>(&stream, address as u64, slice.len()) }
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))
+        });
+        match taken {
+            Ok(owner) => {
+                // The memory is `owner`'s now: `leak` releases the old slice's hold (after
+                // ordering its recorded uses into its stream) without freeing it.
+                let _ = slice.leak();
+                let storage = T::wrap_cuda_slice(owner, device.clone());
+                Ok(Ok(candle_tensor(storage, shape.clone())))
+            }
+            Err(error) => {
+                // The buffer goes back as the tensor it was (same memory, same description).
+                let tensor = ManagedTensor::export(CudaBuffer::new(slice))
+                    .expect("a CudaBuffer that was exported once exports again");
+                Ok(Err((error.into(), tensor)))
+            }
         }
-        let storage = T::wrap_cuda_slice(slice, device.clone());
-        Ok(Ok(candle_tensor(storage, shape.clone())))
     }
     match dtype {
         DType::U8 => take::<u8>(tensor, device, shape),
@@ -370,8 +428,8 @@ fn candle_tensor(storage: CudaStorage, shape: Shape) -> Tensor {
 }
 
 /// Copies a `kDLCUDA` tensor of candle dtype `dtype` on `device`'s GPU into new candle storage
-/// on `device`, compact row-major, after checking its device claim with the driver; waits for
-/// the copy before returning, so the tensor may be released at once.
+/// on `device`, compact row-major, after checking its device claim with the driver. Returns
+/// only when the copy has run (or the context is lost), so the tensor may be released at once.
 fn copy(
     tensor: &CheckedTensor,
     target: &candle_core::Device,
@@ -379,72 +437,141 @@ fn copy(
     dtype: DType,
     shape: Shape,
 ) -> Result<Tensor, CandleError> {
-    if tensor.is_empty() {
-        return Ok(Tensor::zeros(shape, dtype, target)?);
+    if !tensor.is_empty() {
+        // Memory kind (device memory), ordinal, and every reachable byte inside one allocation
+        // of this context; the copy below reads only those bytes.
+        let info = tensor.check_device(&*exchange(device)?)?;
+        if info.is_none_or(|info| info.allocation.is_none()) {
+            return Err(CandleError::DLPack(dlpack_core::Error::Runtime {
+                runtime: "CUDA driver",
+                message: "the driver reported no allocation range for the tensor's memory, so the bytes a copy would read cannot be checked".into(),
+            }));
+        }
     }
-    let hooks = exchange(device)?;
-    // Memory kind (device memory), ordinal, and every reachable byte inside one allocation of
-    // this context.
-    tensor.check_device(&*hooks)?;
     let stream = device.cuda_stream();
-    // The tensor is ready on the exchange stream; candle's stream waits for that.
-    stream.join(&exchange_stream(&hooks, device)).w()?;
+    let copied = gathered(tensor, target, device, dtype, shape);
+    // Whether the copy worked or failed after it was queued, it may still be reading the
+    // tensor: wait for it before the tensor can go back to its producer.
+    let waited = stream
+        .record_event(None)
+        .and_then(|event| event.synchronize())
+        .or_else(|_| stream.synchronize());
+    let copied = copied?;
+    waited.w()?;
+    Ok(copied)
+}
+
+/// The elements of the type `dtype` stores, gathered by candle's `index_select` (which
+/// candle-kernels offers with `i64` indices for these types only).
+fn gather_dtype(dtype: DType) -> DType {
+    match dtype {
+        DType::I16 => DType::F16,
+        DType::I32 => DType::U32,
+        DType::F8E4M3 | DType::F8E8M0 => DType::U8,
+        other => other,
+    }
+}
+
+/// Queues the copy of [`copy`] on candle's stream and returns its result.
+fn gathered(
+    tensor: &CheckedTensor,
+    target: &candle_core::Device,
+    device: &CudaDevice,
+    dtype: DType,
+    shape: Shape,
+) -> Result<Tensor, CandleError> {
     let elem = dtype.size_in_bytes();
     let span = tensor.byte_span();
+    let compact = tensor.is_empty()
+        || (tensor.is_row_major_contiguous() && span.len() == tensor.len() * elem);
+    if compact {
+        return Ok(copy_span(device, dtype, span.start, span.len() / elem)?.reshape(shape)?);
+    }
+    // Another layout: the span the tensor reaches, copied as is, then gathered in row-major
+    // order on the device, through a type of the same width where candle has no gather kernel
+    // for `dtype`, and copied once more into `dtype`'s storage then.
     let first = tensor.data_ptr().addr() + tensor.byte_offset() as usize;
-    let compact = tensor.is_row_major_contiguous() && span.len() == tensor.len() * elem;
-    let elements = span.len() / elem;
-    let flat = match dtype {
-        DType::U8 => copy_span::<u8>(device, span.start, elements, CudaStorageSlice::U8),
-        DType::U32 => copy_span::<u32>(device, span.start, elements, CudaStorageSlice::U32),
-        DType::I16 => copy_span::<i16>(device, span.start, elements, CudaStorageSlice::I16),
-        DType::I32 => copy_span::<i32>(device, span.start, elements, CudaStorageSlice::I32),
-        DType::I64 => copy_span::<i64>(device, span.start, elements, CudaStorageSlice::I64),
-        DType::BF16 => copy_span(device, span.start, elements, CudaStorageSlice::BF16),
-        DType::F16 => copy_span(device, span.start, elements, CudaStorageSlice::F16),
-        DType::F32 => copy_span::<f32>(device, span.start, elements, CudaStorageSlice::F32),
-        DType::F64 => copy_span::<f64>(device, span.start, elements, CudaStorageSlice::F64),
-        DType::F8E4M3 => copy_span(device, span.start, elements, CudaStorageSlice::F8E4M3),
-        DType::F8E8M0 => copy_span::<u8>(device, span.start, elements, CudaStorageSlice::F8E8M0),
+    let via = gather_dtype(dtype);
+    let flat = copy_span(device, via, span.start, span.len() / elem)?;
+    let result = gather(&flat, target, tensor, (first - span.start) / elem, &shape)?;
+    if via == dtype {
+        return Ok(result);
+    }
+    let address = storage_address(&result)?;
+    Ok(copy_span(device, dtype, address, tensor.len())?.reshape(shape)?)
+}
+
+/// The device address of a candle CUDA tensor's storage.
+fn storage_address(tensor: &Tensor) -> Result<usize, CandleError> {
+    let (storage, _) = tensor.storage_and_layout();
+    let Storage::Cuda(cuda) = &*storage else {
+        return Err(CandleError::Device {
+            location: tensor.device().location(),
+        });
+    };
+    let candle_core::Device::Cuda(device) = tensor.device() else {
+        return Err(CandleError::Device {
+            location: tensor.device().location(),
+        });
+    };
+    Ok(locate(device, cuda)?.0)
+}
+
+/// A new 1-d candle tensor of `dtype` on `device` holding a copy of the `elements` elements at
+/// device address `source`, queued on candle's stream.
+fn copy_span(
+    device: &CudaDevice,
+    dtype: DType,
+    source: usize,
+    elements: usize,
+) -> Result<Tensor, CandleError> {
+    let slice = match dtype {
+        DType::U8 => CudaStorageSlice::U8(copy_slice(device, source, elements)?),
+        DType::U32 => CudaStorageSlice::U32(copy_slice(device, source, elements)?),
+        DType::I16 => CudaStorageSlice::I16(copy_slice(device, source, elements)?),
+        DType::I32 => CudaStorageSlice::I32(copy_slice(device, source, elements)?),
+        DType::I64 => CudaStorageSlice::I64(copy_slice(device, source, elements)?),
+        DType::BF16 => CudaStorageSlice::BF16(copy_slice(device, source, elements)?),
+        DType::F16 => CudaStorageSlice::F16(copy_slice(device, source, elements)?),
+        DType::F32 => CudaStorageSlice::F32(copy_slice(device, source, elements)?),
+        DType::F64 => CudaStorageSlice::F64(copy_slice(device, source, elements)?),
+        DType::F8E4M3 => CudaStorageSlice::F8E4M3(copy_slice(device, source, elements)?),
+        DType::F8E8M0 => CudaStorageSlice::F8E8M0(copy_slice(device, source, elements)?),
         other => {
             return Err(CandleError::CandleDType {
                 dtype: other,
                 reason: "dlpack-candle has no storage conversion for it",
             });
         }
-    }?;
-    let result = if compact {
-        flat.reshape(shape)?
-    } else {
-        gather(&flat, target, tensor, (first - span.start) / elem, &shape)?
     };
-    // The producer may reuse its memory as soon as the tensor is released: wait for the copy
-    // (and the gather, which reads only the copy) before returning.
-    stream.record_event(None).w()?.synchronize().w()?;
-    Ok(result)
+    let storage = CudaStorage {
+        slice,
+        device: device.clone(),
+    };
+    Ok(candle_tensor(storage, Shape::from_dims(&[elements])))
 }
 
-/// A new 1-d candle tensor on `device` holding a copy of the `elements` elements of type `T`
-/// at device address `source`, queued on candle's stream.
-fn copy_span<T: DeviceRepr>(
+/// A new slice of `elements` elements of `T` on candle's stream, holding a copy of the memory at
+/// device address `source` (queued, not waited for).
+fn copy_slice<T: DeviceRepr>(
     device: &CudaDevice,
     source: usize,
     elements: usize,
-    wrap: fn(CudaSlice<T>) -> CudaStorageSlice,
-) -> Result<Tensor, CandleError> {
+) -> Result<CudaSlice<T>, CandleError> {
     let stream = device.cuda_stream();
     // SAFETY: every element of the new slice is written by the copy queued below on the same
     // stream before anything can read it (candle reads the storage on this stream, or, with
     // cudarc's event tracking, after the write event the guard records); if the copy cannot be
     // queued, the slice is dropped unread.
     let mut slice = unsafe { device.alloc::<T>(elements) }?;
-    {
+    if elements > 0 {
         let _scope = ContextScope::enter(stream.context()).w()?;
         let (destination, _write) = slice.device_ptr_mut(&stream);
         // SAFETY: `source` is the start of `elements * size_of::<T>()` bytes of device memory
-        // that the driver confirmed lie in one live allocation of this GPU's context
-        // (`check_device`), kept alive by the tensor until the copy has run (`copy` waits for
-        // it); `destination` is the new slice of exactly that size; the two do not overlap.
+        // in one live allocation of this GPU's context: a tensor's span that the driver
+        // confirmed (`check_device`, with its allocation range), kept alive by the tensor until
+        // the copy has run (`copy` waits for it), or candle storage of this crate's own gather;
+        // `destination` is the new slice of exactly that size; the two do not overlap.
         unsafe {
             result::memcpy_dtod_async(
                 destination,
@@ -455,11 +582,7 @@ fn copy_span<T: DeviceRepr>(
         }
         .w()?;
     }
-    let storage = CudaStorage {
-        slice: wrap(slice),
-        device: device.clone(),
-    };
-    Ok(candle_tensor(storage, Shape::from_dims(&[elements])))
+    Ok(slice)
 }
 
 /// Gathers `tensor`'s elements, in row-major order, from `flat`, a copy of the span it reaches
@@ -488,7 +611,7 @@ fn gather(
         });
     }
     let Some(index) = index else {
-        // A 0-d tensor is compact: `copy` reshapes it instead.
+        // A 0-d tensor is compact: `gathered` copies it directly.
         return Ok(flat.reshape(shape.clone())?);
     };
     let index = index

@@ -336,6 +336,17 @@ impl CandleExport {
         }
     }
 
+    /// Whether the held tensor is on candle device `device` (the same candle device, not only
+    /// the same GPU: candle does not mix tensors of two devices).
+    #[cfg(feature = "cuda")]
+    pub(crate) fn is_on(&self, device: &candle_core::Device) -> bool {
+        let held = match &self.held {
+            Held::Lent { tensor, .. } | Held::CopiedOnDevice { tensor, .. } => tensor.get(),
+            Held::Copied { .. } => return device.is_cpu(),
+        };
+        held.device().same_device(device)
+    }
+
     /// Whether the export is a copy that it owns alone ([`to_dlpack`]), rather than a tensor
     /// lent on candle's storage ([`into_dlpack`]).
     pub fn is_copy(&self) -> bool {

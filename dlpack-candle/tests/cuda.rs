@@ -59,11 +59,15 @@ mod gpu {
     use std::time::Duration;
 
     use candle_core::cuda_backend::CudaStorageSlice;
-    use candle_core::cuda_backend::cudarc::driver::{CudaStream, DevicePtr, result, sys};
+    use candle_core::cuda_backend::cudarc::driver::{
+        CudaStream, DevicePtr, DeviceRepr, result, sys,
+    };
     use candle_core::{Device, Storage, Tensor};
     use dlpack_candle::CandleError;
     use dlpack_core::protocol::parse_stream;
-    use dlpack_core::{CopyMode, CopyReason, DeviceHooks, Error, Flags, ManagedTensor, Transfer};
+    use dlpack_core::{
+        CopyMode, CopyReason, DeviceHooks, Element, Error, Flags, ManagedTensor, Transfer,
+    };
     use dlpack_cuda::{CudaBuffer, CudaHooks, CudaImport, CudaTensor, open_device};
     use dlpack_testing::harness::{Case, cases};
 
@@ -76,6 +80,7 @@ mod gpu {
         a_copy_is_made_on_the_device_and_owned_by_the_export,
         a_cuda_buffer_moves_its_slice_into_candle,
         foreign_tensors_are_copied_on_the_device_in_every_layout,
+        every_candle_dtype_imports_and_exports_strided_tensors,
         the_import_copy_waits_for_the_producers_pending_write,
         a_consumer_waits_for_candles_pending_work_without_a_host_wait,
         refusals_give_the_tensor_back,
@@ -102,9 +107,14 @@ mod gpu {
     /// The elements of a DLPack CUDA f32 tensor, gathered on the host by dlpack-cuda after the
     /// driver checked the device claim.
     fn host_values(tensor: ManagedTensor, device: &Device) -> Vec<f32> {
+        host_values_of::<f32>(tensor, device)
+    }
+
+    /// [`host_values`] of any element type (no candle kernel involved).
+    fn host_values_of<T: Element>(tensor: ManagedTensor, device: &Device) -> Vec<T> {
         let hooks = hooks(device);
         let import = CudaImport::new(tensor, &*hooks).expect("the driver confirms the claim");
-        import.to_host_vec::<f32>(&*hooks).expect("to host")
+        import.to_host_vec::<T>(&*hooks).expect("to host")
     }
 
     fn arange(n: usize, device: &Device) -> Tensor {
@@ -267,6 +277,51 @@ mod gpu {
         drop(kept);
     }
 
+    fn every_candle_dtype_imports_and_exports_strided_tensors(device: &Device) {
+        /// A transposed 3x2 view of `values` (a foreign tensor) into candle, read back by
+        /// dlpack-cuda; then candle's transposed view of that copied out by `to_dlpack`. Both
+        /// gather on the device, through a same-width type where candle-kernels has no gather
+        /// or strided copy for the dtype (i16, i32, f8e4m3).
+        fn case<T: Element + DeviceRepr + Copy + PartialEq + std::fmt::Debug>(
+            device: &Device,
+            values: [T; 6],
+        ) {
+            let name = std::any::type_name::<T>();
+            let stream = open_device(0).expect("device 0").default_stream();
+            let slice = stream.clone_htod(&values).expect("upload");
+            let view = CudaTensor::strided(CudaBuffer::new(slice), &[3, 2], &[1, 3], 0)
+                .expect("transposed");
+            let tensor = ManagedTensor::export(view).expect("export");
+            let (t, transfer) = dlpack_candle::into_owned_on(tensor, device, CopyMode::IfNeeded)
+                .unwrap_or_else(|r| panic!("{name}: {}", r.error));
+            assert_eq!(transfer, Transfer::Copied(CopyReason::Layout), "{name}");
+            let transposed: Vec<T> = [0, 3, 1, 4, 2, 5].iter().map(|&i| values[i]).collect();
+            // SAFETY: nothing writes to `t`'s storage while the export lives.
+            let lent = unsafe { dlpack_candle::into_dlpack(t.clone()) }.expect("export");
+            assert_eq!(host_values_of::<T>(lent, device), transposed, "{name}");
+            let copy = dlpack_candle::to_dlpack(&t.t().expect("t"))
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(
+                (copy.shape(), copy.strides()),
+                (&[2i64, 3][..], &[3i64, 1][..])
+            );
+            assert_eq!(host_values_of::<T>(copy, device), values, "{name}");
+        }
+        case::<u8>(device, [1, 2, 3, 4, 5, 6]);
+        case::<u32>(device, [1, 2, 3, 4, 5, u32::MAX]);
+        case::<i16>(device, [-1, 2, -3, 4, -5, i16::MIN]);
+        case::<i32>(device, [-1, 2, -3, 4, -5, i32::MIN]);
+        case::<i64>(device, [-1, 2, -3, 4, -5, i64::MIN]);
+        let f = |v: f32| half::bf16::from_f32(v);
+        case::<half::bf16>(device, [f(0.5), f(1.5), f(-2.0), f(3.0), f(4.0), f(-5.5)]);
+        let h = |v: f32| half::f16::from_f32(v);
+        case::<half::f16>(device, [h(0.5), h(1.5), h(-2.0), h(3.0), h(4.0), h(-5.5)]);
+        case::<f32>(device, [0.5, 1.5, -2.0, 3.0, 4.0, -5.5]);
+        case::<f64>(device, [0.5, 1.5, -2.0, 3.0, 4.0, -5.5]);
+        let e = |v: f32| float8::F8E4M3::from_f32(v);
+        case::<float8::F8E4M3>(device, [e(0.5), e(1.5), e(-2.0), e(3.0), e(4.0), e(-5.5)]);
+    }
+
     /// Blocks `stream` until the returned sender sends (or is dropped), with a host function.
     fn block(stream: &CudaStream) -> Sender<()> {
         unsafe extern "C" fn wait_for_release(data: *mut c_void) {
@@ -288,18 +343,22 @@ mod gpu {
         let producer = context.new_stream().expect("producer stream");
         let mut slice = producer.alloc_zeros::<f32>(N).expect("zeroed");
         let values: Vec<f32> = (0..N).map(|i| i as f32).collect();
-        producer.synchronize().expect("zeroed");
-        // The producer's write waits behind a block, queued before the hand-over.
+        let source = producer.clone_htod(&values).expect("source");
+        // Everything that may wait on the host is done before the block: the exchange stream
+        // exists, the source is uploaded.
+        let consumer = hooks(device);
+        producer.synchronize().expect("zeroed and uploaded");
+        // The producer's write (device to device, asynchronous) waits behind a block, queued
+        // before the hand-over.
         let release = block(&producer);
         producer
-            .memcpy_htod(&values, &mut slice)
+            .memcpy_dtod(&source, &mut slice)
             .expect("queued write");
         let tensor =
             ManagedTensor::export(CudaTensor::new(CudaBuffer::new(slice), &[N]).expect("1-d"))
                 .expect("export");
         // The protocol's handshake: the producer makes its write visible on the stream the
         // consumer (candle's exchange stream) names.
-        let consumer = hooks(device);
         let argument = consumer.consumer_stream(tensor.device()).expect("stream");
         CudaHooks::new(producer.clone())
             .expect("producer hooks")
@@ -331,20 +390,25 @@ mod gpu {
             Device::new_cuda_with_stream(0).expect("a candle device with its own stream"),
         ] {
             let candle_stream = gpu.as_cuda_device().expect("cuda").cuda_stream();
+            // Everything that may wait on the host is done before the block: the exchange
+            // stream and the consumer's stream exist (a context's first extra stream
+            // synchronises it), the input is uploaded, the kernel is loaded.
+            let exchange = hooks(&gpu);
+            let consumer = open_device(0)
+                .expect("device 0")
+                .new_stream()
+                .expect("consumer");
             let input = arange(1 << 20, &gpu);
-            input.device().synchronize().expect("ready");
+            input.affine(2.0, 0.0).expect("kernel loaded");
+            gpu.synchronize().expect("ready");
             let release = block(&candle_stream);
             // Queued behind the block on candle's stream (a compact tensor: no host transfer).
             let doubled = input.affine(2.0, 0.0).expect("candle op");
             // SAFETY: `doubled` is the only handle on its new storage.
             let dl = unsafe { dlpack_candle::into_dlpack(doubled) }.expect("export");
-            let consumer = open_device(0)
-                .expect("device 0")
-                .new_stream()
-                .expect("consumer");
             let request =
                 parse_stream(dl.device(), Some(consumer.cu_stream() as i64)).expect("stream value");
-            hooks(&gpu)
+            exchange
                 .make_ready(dl.device(), request)
                 .expect("handshake");
             let marker = consumer.record_event(None).expect("event");

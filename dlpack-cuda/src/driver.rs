@@ -532,11 +532,16 @@ impl Drop for ContextScope {
 /// creation of the slice's two events, which fails while the context holds an error that cudarc
 /// recorded (a failed free, say) or when the driver has no resources left.
 ///
+/// # Errors
+///
+/// [`Error::Runtime`] when the events cannot be made; nothing is allocated or freed then.
+///
 /// # Safety
+///
 /// As for `upgrade_device_ptr`: `address` is a live allocation of the stream's context with
 /// room for `len` elements of `T`, whose ownership the caller settles (the slice frees it when
 /// dropped unless it is leaked).
-pub(crate) unsafe fn upgrade_device_ptr<T>(
+pub unsafe fn upgrade_device_ptr<T>(
     stream: &Arc<CudaStream>,
     address: sys::CUdeviceptr,
     len: usize,

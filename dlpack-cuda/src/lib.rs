@@ -158,7 +158,7 @@ pub use cudarc;
 use cudarc::driver::CudaContext;
 use dlpack_core::Error;
 
-pub use driver::ContextScope;
+pub use driver::{ContextScope, upgrade_device_ptr};
 pub use export::{CudaBuffer, CudaTensor, ManagedBuffer, PinnedBuffer, SliceMut};
 pub use hooks::CudaHooks;
 pub use import::{CudaImport, DeviceView, ForeignSlice};

@@ -88,7 +88,8 @@ fi
 if ((!QUICK)); then
     step "valgrind leak check over the Python tests"
     # DLPACK_RANDOM_CASES: test_random_calls.py's 20 000 cases (run above without valgrind)
-    # become 1 000 under memcheck, enough to reach every kind of call and refusal it draws.
+    # become 1 000 under memcheck, enough to reach every kind of call and refusal it draws; the
+    # tests' other long loops run a fiftieth of their rounds (conftest.py's `rounds`).
     pyo3_vg=(env PYTHONMALLOC=malloc OPENBLAS_NUM_THREADS=1 DLPACK_TESTMOD_DIR="$pyo3_ext"
         DLPACK_RANDOM_CASES=1000 valgrind --leak-check=full --show-leak-kinds=definite --num-callers=40)
     pyo3_log=$(mktemp)

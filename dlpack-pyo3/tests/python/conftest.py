@@ -28,6 +28,19 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 # Every NumPy dtype DLPack can express, with its DLPack (code, bits, lanes).
+# Under valgrind (the leak-check step of scripts/steps/pyo3.check.sh, about 50 times slower),
+# loops that repeat the same calls thousands of times for what memcheck does not need (RSS
+# growth, which its quarantine of freed blocks spoils anyway, or many chances of a race, which
+# its serialised threads make rare) run a fiftieth of their rounds: memcheck sees a leak or a
+# bad access in one. The run before it, without valgrind, does every round.
+UNDER_VALGRIND = "vgpreload" in os.environ.get("LD_PRELOAD", "")
+
+
+def rounds(n):
+    """`n`, or a fiftieth of it (at least 1) under valgrind."""
+    return max(1, n // 50) if UNDER_VALGRIND else n
+
+
 NUMPY_DTYPES = {
     "bool": (6, 8, 1),
     "int8": (0, 8, 1),

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import NUMPY_DTYPES, Returns, base_array
+from conftest import NUMPY_DTYPES, UNDER_VALGRIND, Returns, base_array, rounds
 
 
 def f64(m, **kwargs):
@@ -365,7 +365,7 @@ def test_concurrent_imports_and_exports_balance(m, balanced):
 
     def work(a):
         try:
-            for _ in range(3000):
+            for _ in range(rounds(3000)):
                 m.import_safe_report(a)
                 m.import_report(a.__dlpack__())
                 np.from_dlpack(shared)
@@ -447,19 +447,20 @@ def test_100000_imports_from_jax_and_failed_calls_leave_nothing_behind(m):
                 pass
 
     refs = sys.getrefcount(a)
-    for _ in range(2000):
+    for _ in range(rounds(2000)):
         m.import_loop(j, 1)
         failures()
     gc.collect()
     rss0 = rss_bytes()
     made0, freed0 = m.counters()
-    m.import_loop(j, 50_000)
-    m.import_loop(j, 50_000, "dlpack")
-    for _ in range(10_000):
+    m.import_loop(j, rounds(50_000))
+    m.import_loop(j, rounds(50_000), "dlpack")
+    for _ in range(rounds(10_000)):
         failures()
     gc.collect()
     grown = rss_bytes() - rss0
     assert m.counters() == (made0, freed0)
     refs_now = sys.getrefcount(a)
     assert refs_now == refs
-    assert grown < 4 * 2**20, f"RSS grew by {grown / 2**20:.1f} MiB"
+    if not UNDER_VALGRIND:
+        assert grown < 4 * 2**20, f"RSS grew by {grown / 2**20:.1f} MiB"

@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import NUMPY_DTYPES, DLTensor, Returns
+from conftest import NUMPY_DTYPES, DLTensor, Returns, rounds
 
 
 class OldProducer:
@@ -293,8 +293,8 @@ def test_refused_capsules_are_neither_leaked_nor_freed_twice(m):
     gc.collect()
     made0, freed0 = m.counters()
     refs0 = sys.getrefcount(a)
-    rounds = 2000
-    for _ in range(rounds):
+    n = rounds(2000)
+    for _ in range(n):
         for capsule in (a.__dlpack__(max_version=(1, 0)), a.__dlpack__()):
             with pytest.raises(BufferError):
                 m.import_report(capsule, dl_device=(2, 0))
@@ -310,9 +310,9 @@ def test_refused_capsules_are_neither_leaked_nor_freed_twice(m):
         del capsule
     gc.collect()
     made, freed = m.counters()
-    assert made - made0 == rounds and freed - freed0 == rounds, "a Rust buffer leaked or freed twice"
+    assert made - made0 == n and freed - freed0 == n, "a Rust buffer leaked or freed twice"
     assert sys.getrefcount(a) == refs0, "NumPy's deleter was not called exactly once per capsule"
-    assert len(producer.deleted) == len(set(producer.deleted)) == rounds and producer.alive == {}
+    assert len(producer.deleted) == len(set(producer.deleted)) == n and producer.alive == {}
 
 
 class DropsStream(NewProducer):

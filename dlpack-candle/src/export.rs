@@ -1,5 +1,6 @@
-//! Export: a candle CPU (or, with the feature `cuda`, CUDA) tensor as a DLPack tensor, lent without a copy ([`into_dlpack`]) or
-//! copied ([`to_dlpack`]). Neither holds candle's storage lock past the call.
+//! Export: a candle CPU (or, with the feature `cuda`, CUDA) tensor as a DLPack tensor, lent
+//! without a copy ([`into_dlpack`]) or copied ([`to_dlpack`]). Neither holds candle's storage
+//! lock past the call.
 
 use core::any::Any;
 use core::ffi::c_void;
@@ -15,7 +16,7 @@ use crate::shape::check_products;
 use crate::{CandleError, dlpack_dtype};
 
 /// Copies a candle CPU tensor into a new DLPack tensor that owns the copy (a CUDA tensor, with
-/// the feature `cuda`, on its device: see the [`cuda`](crate#devices) section).
+/// the feature `cuda`, on its device: see the crate's [Devices](crate#devices) section).
 ///
 /// The elements are gathered in row-major order, whatever the tensor's strides and offset, into
 /// memory that the managed tensor alone owns: it is writable, flagged [`Flags::IS_COPIED`],

@@ -76,9 +76,9 @@ pub fn into_owned(
 }
 
 /// [`into_owned`] onto a given candle device: `Device::Cpu` (what [`into_owned`] does), or with
-/// the feature `cuda` a candle CUDA device, for a `kDLCUDA` tensor on its GPU (the
-/// [`cuda`](crate::cuda) module says how: a candle export comes back as itself, a bare
-/// dlpack-cuda `CudaBuffer` moves its slice into candle, anything else is copied on the device).
+/// the feature `cuda` a candle CUDA device, for a `kDLCUDA` tensor on its GPU (the module
+/// `dlpack_candle::cuda` says how: a candle export comes back as itself, a bare dlpack-cuda
+/// `CudaBuffer` hands its memory to candle, anything else is copied on the device).
 ///
 /// ```
 /// use candle_core::Device;
@@ -200,7 +200,7 @@ pub fn to_owned(tensor: &CheckedTensor) -> Result<Tensor, CandleError> {
 
 /// [`to_owned`] onto a given candle device: `Device::Cpu` (what [`to_owned`] does), or with the
 /// feature `cuda` a candle CUDA device, for a `kDLCUDA` tensor on its GPU, copied on the device
-/// after the driver has checked its device claim (the [`cuda`](crate::cuda) module).
+/// after the driver has checked its device claim (the module `dlpack_candle::cuda`).
 ///
 /// ```
 /// use candle_core::Device;

@@ -87,7 +87,7 @@
 //!
 //! # Devices
 //!
-//! The CPU always; CUDA with the feature `cuda` (the [`cuda`] module: candle CUDA tensors out
+//! The CPU always; CUDA with the feature `cuda` (the `cuda` module: candle CUDA tensors out
 //! as `kDLCUDA` without a copy, `kDLCUDA` tensors in, copied on the device unless candle can
 //! own their memory, with dlpack-cuda's driver checks and stream handshake). A candle tensor on
 //! a device this build cannot reach (Metal; CUDA without the feature) is refused with

@@ -103,11 +103,12 @@ use candle_core::cuda_backend::{
 };
 use candle_core::op::BackpropOp;
 use candle_core::{DType, Shape, Storage, Tensor};
-use dlpack_core::{CheckedTensor, CopyMode, CopyReason, Device, ManagedTensor, Refused, Transfer};
+use dlpack_core::{CheckedTensor, CopyMode, Device, ManagedTensor, Refused, Transfer};
 use dlpack_cuda::{ContextScope, CudaBuffer, CudaHooks};
 
 use crate::CandleError;
 use crate::export::Located;
+use crate::import::{copy_transfer, refuse};
 
 /// dlpack-cuda's hooks on the exchange stream of candle device `device` (see the
 /// [module](self) docs): what a consumer of this crate's CUDA exports orders its stream after
@@ -305,14 +306,7 @@ pub(crate) fn into_owned(
             Err(tensor) => tensor,
         };
     }
-    let reason = if mode == CopyMode::Always {
-        CopyReason::Requested
-    } else if tensor.is_row_major_contiguous() {
-        CopyReason::NotOwned
-    } else {
-        CopyReason::Layout
-    };
-    let transfer = match mode.copy(reason) {
+    let transfer = match copy_transfer(&tensor, mode) {
         Ok(transfer) => transfer,
         Err(error) => return refuse(error, tensor),
     };
@@ -339,21 +333,11 @@ pub(crate) fn to_owned(
 }
 
 /// The refusal of a tensor on another device than the candle device asked for.
-pub(crate) fn mismatch(found: Device, target: &candle_core::Device) -> CandleError {
+fn mismatch(found: Device, target: &candle_core::Device) -> CandleError {
     CandleError::DeviceMismatch {
         found,
         target: target.location(),
     }
-}
-
-fn refuse<T>(
-    error: impl Into<CandleError>,
-    tensor: ManagedTensor,
-) -> Result<T, Refused<ManagedTensor, CandleError>> {
-    Err(Refused {
-        error: error.into(),
-        value: tensor,
-    })
 }
 
 /// What [`move_slice`] did with the buffer it took: a candle tensor, or the error of a driver

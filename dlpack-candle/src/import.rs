@@ -138,20 +138,13 @@ pub fn into_owned_on(
         Ok(shape) => shape,
         Err(error) => return refuse(error, tensor),
     };
-    let reason = if mode == CopyMode::Always {
-        CopyReason::Requested
-    } else {
+    if mode != CopyMode::Always {
         tensor = match move_in(tensor, dtype, &shape) {
             Ok(moved) => return Ok((moved, Transfer::Moved)),
             Err(tensor) => tensor,
         };
-        if tensor.is_row_major_contiguous() {
-            CopyReason::NotOwned
-        } else {
-            CopyReason::Layout
-        }
-    };
-    let transfer = match mode.copy(reason) {
+    }
+    let transfer = match copy_transfer(&tensor, mode) {
         Ok(transfer) => transfer,
         Err(error) => return refuse(error, tensor),
     };
@@ -161,8 +154,26 @@ pub fn into_owned_on(
     }
 }
 
-/// [`into_owned`]'s refusal: the error, and the tensor back.
-fn refuse<T>(
+/// What a copy of `tensor`, which `mode` has not let candle take over without one, is:
+/// [`CopyReason::Requested`] under [`CopyMode::Always`], else [`CopyReason::NotOwned`] for a
+/// compact row-major tensor and [`CopyReason::Layout`] for another layout; or the refusal of
+/// [`CopyMode::Never`]. The CPU and CUDA paths of [`into_owned_on`] share it.
+pub(crate) fn copy_transfer(
+    tensor: &CheckedTensor,
+    mode: CopyMode,
+) -> Result<Transfer, dlpack_core::Error> {
+    let reason = if mode == CopyMode::Always {
+        CopyReason::Requested
+    } else if tensor.is_row_major_contiguous() {
+        CopyReason::NotOwned
+    } else {
+        CopyReason::Layout
+    };
+    mode.copy(reason)
+}
+
+/// [`into_owned_on`]'s refusal: the error, and the tensor back.
+pub(crate) fn refuse<T>(
     error: impl Into<CandleError>,
     tensor: ManagedTensor,
 ) -> Result<T, Refused<ManagedTensor, CandleError>> {

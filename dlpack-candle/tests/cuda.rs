@@ -1,10 +1,16 @@
-//! candle CUDA tensors in and out of DLPack, on a real GPU (the feature `cuda`).
+//! candle CUDA tensors in and out of DLPack (the feature `cuda`).
 //!
-//! It runs only when built with the feature `cuda` and `DLPACK_TEST_CUDA=1` is set: through
-//! `scripts/gpu-kit` (which builds it with the CUDA toolkit of `scripts/cuda-toolkit`). Otherwise
-//! it prints one line saying why it did not run and passes; with the switch set on a machine
-//! where device 0 cannot be opened, it fails. It has its own runner (`harness = false`) so that
-//! line is always shown. Names given after `--` select cases as with libtest.
+//! It runs only when built with the feature `cuda` and `DLPACK_TEST_CUDA=1` is set: on a GPU
+//! through `scripts/gpu-kit` (which builds it with the CUDA toolkit of `scripts/cuda-toolkit`),
+//! or without one on the workspace's libcuda stand-in (`DLPACK_TEST_CANDLE_CUDA_STAND_IN=1
+//! scripts/test`, which preloads it). Otherwise it prints one line saying why it did not run and
+//! passes; with the switch set where device 0 cannot be opened, it fails. It has its own runner
+//! (`harness = false`) so that line is always shown. Names given after `--` select cases as
+//! with libtest.
+//!
+//! On the stand-in, each case must leave its allocations, events and refused calls as it found
+//! them (after every stream ran its work): a leak, a double free, a kernel reaching past its
+//! memory or any call the stand-in refuses fails the case.
 
 use std::process::ExitCode;
 
@@ -44,9 +50,46 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let outcome = run_cases(SUITE, &device, gpu::CASES, &test_args(), |_, case| case());
-    outcome.report(SUITE)
+    // SAFETY: a lookup in the symbols loaded so far; the stand-in's support functions where it
+    // is preloaded, which it stays for the process.
+    let stand_in = unsafe {
+        dlpack_testing::cuda_stand_in::Support::find(|name| {
+            let address = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+            (!address.is_null()).then_some(address.cast_const())
+        })
+    };
+    let Some(support) = stand_in else {
+        let outcome = run_cases(SUITE, &device, gpu::CASES, &test_args(), |_, case| case());
+        return outcome.report(SUITE);
+    };
+    let suite = format!("{SUITE} on the libcuda stand-in");
+    // What lives for the process is made before the first count: the exchange stream of
+    // `device`, and dlpack-cuda's retain of device 0's primary context.
+    dlpack_candle::cuda::hooks(&device).expect("exchange hooks");
+    dlpack_cuda::open_device(0).expect("device 0");
+    let outcome = run_cases(&suite, &device, gpu::CASES, &test_args(), |name, case| {
+        let before = support.settled();
+        case();
+        let after = support.settled();
+        // Streams and context retains are left out: a candle device that a case makes keeps
+        // its exchange stream, and with it its context, for the process.
+        let kept = |live: LiveObjects| LiveObjects {
+            streams: 0,
+            context_retains: 0,
+            ..live
+        };
+        assert_eq!(
+            kept(after),
+            kept(before),
+            "{name}: the stand-in's live objects or refusals changed; expected every \
+             allocation and event to be released and no call refused (refusals are printed above)"
+        );
+    });
+    outcome.report(&suite)
 }
+
+#[cfg(feature = "cuda")]
+use dlpack_testing::cuda_stand_in::LiveObjects;
 
 #[cfg(feature = "cuda")]
 mod common;
@@ -142,8 +185,13 @@ mod gpu {
             .expect("rows 1..3, transposed");
         // SAFETY: nothing writes to the storage `base` and `view` share.
         let dl = unsafe { dlpack_candle::into_dlpack(view) }.expect("export");
-        assert_eq!(dl.data_ptr().addr(), address);
-        assert_eq!(dl.byte_offset(), 4 * 4, "row 1 starts 4 elements in");
+        // dlpack-core folds the start offset into the data pointer, as PyTorch exports.
+        assert_eq!(
+            dl.data_ptr().addr(),
+            address + 4 * 4,
+            "row 1, 4 elements in"
+        );
+        assert_eq!(dl.byte_offset(), 0);
         assert_eq!((dl.shape(), dl.strides()), (&[4i64, 2][..], &[1i64, 4][..]));
         assert_eq!(
             host_values(dl, device),
@@ -209,6 +257,10 @@ mod gpu {
         let stream = open_device(0).expect("device 0").default_stream();
         let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
         let slice = stream.clone_htod(&values).expect("upload");
+        // An import expects its tensor ready on the exchange stream; this producer has no
+        // handshake, so its upload is done before the hand-over (the legacy default stream's
+        // implicit ordering is not what the import relies on).
+        stream.synchronize().expect("uploaded");
         ManagedTensor::export(layout(CudaBuffer::new(slice))).expect("export")
     }
 
@@ -289,6 +341,7 @@ mod gpu {
             let name = std::any::type_name::<T>();
             let stream = open_device(0).expect("device 0").default_stream();
             let slice = stream.clone_htod(&values).expect("upload");
+            stream.synchronize().expect("uploaded (as in `foreign`)");
             let view = CudaTensor::strided(CudaBuffer::new(slice), &[3, 2], &[1, 3], 0)
                 .expect("transposed");
             let tensor = ManagedTensor::export(view).expect("export");

@@ -810,18 +810,35 @@ mod tests {
     }
 
     /// The libcuda stand-in (`test-driver`) exports exactly the symbols this crate declares it
-    /// needs, plus the two the GPU suite calls itself. So when the crate starts calling a driver
-    /// function (directly or through cudarc) without listing it in [`REQUIRED_SYMBOLS`], the
-    /// stand-in lacks it too and cudarc panics in the stand-in suite; and the stand-in cannot
-    /// grow a function that the list does not name. Every module of the stand-in is read: one
-    /// that its `lib.rs` declares and this test does not read fails it.
+    /// needs, plus the two the GPU suite calls itself, plus what dlpack-candle's CUDA suite
+    /// needs of a driver beyond this crate (modules and kernel launches; cuBLAS and cuRAND
+    /// handles). So when the crate starts calling a driver function (directly or through
+    /// cudarc) without listing it in [`REQUIRED_SYMBOLS`], the stand-in lacks it too and cudarc
+    /// panics in the stand-in suite; and the stand-in cannot grow a function that the lists do
+    /// not name. Every module of the stand-in is read: one that its `lib.rs` declares and this
+    /// test does not read fails it.
     #[test]
     fn the_stand_in_exports_exactly_the_required_symbols() {
         const SUITE_ONLY: [&str; 2] = ["cuLaunchHostFunc", "cuEventQuery"];
+        const CANDLE_SUITE_ONLY: [&str; 11] = [
+            "cuModuleLoadData",
+            "cuModuleGetFunction",
+            "cuModuleUnload",
+            "cuLaunchKernel",
+            "cublasCreate_v2",
+            "cublasSetStream_v2",
+            "cublasDestroy_v2",
+            "curandCreateGenerator",
+            "curandSetPseudoRandomGeneratorSeed",
+            "curandSetStream",
+            "curandDestroyGenerator",
+        ];
         const LIB: &str = include_str!("../test-driver/src/lib.rs");
-        const MODULES: [(&str, &str); 7] = [
+        const MODULES: [(&str, &str); 9] = [
             ("device", include_str!("../test-driver/src/device.rs")),
             ("entry", include_str!("../test-driver/src/entry.rs")),
+            ("kernels", include_str!("../test-driver/src/kernels.rs")),
+            ("libraries", include_str!("../test-driver/src/libraries.rs")),
             ("memory", include_str!("../test-driver/src/memory.rs")),
             ("pointers", include_str!("../test-driver/src/pointers.rs")),
             ("state", include_str!("../test-driver/src/state.rs")),
@@ -845,7 +862,12 @@ mod tests {
             .filter(|name| name.starts_with("cu"))
             .collect();
         exported.sort_unstable();
-        let mut expected: Vec<&str> = REQUIRED_SYMBOLS.iter().copied().chain(SUITE_ONLY).collect();
+        let mut expected: Vec<&str> = REQUIRED_SYMBOLS
+            .iter()
+            .copied()
+            .chain(SUITE_ONLY)
+            .chain(CANDLE_SUITE_ONLY)
+            .collect();
         expected.sort_unstable();
         assert_eq!(exported, expected);
     }

@@ -15,12 +15,13 @@
 //! `DLPACK_CUDA_TEST_DRIVER` (a path). It is opened by its path before any driver call; its
 //! soname is `libcuda.so`, so cudarc's `dlopen("libcuda.so")` finds it already loaded.
 
-use std::ffi::c_int;
+use std::ffi::c_void;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use dlpack_cuda::cudarc::driver::{CudaContext, sys};
 use dlpack_cuda::{load_driver, open_device};
+use dlpack_testing::cuda_stand_in::Support;
 use dlpack_testing::harness::{run_cases, test_args, workspace_cdylib};
 
 mod suite;
@@ -35,63 +36,6 @@ const ATTRIBUTES_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_ATTRIBUTES_NEED_CONTEXT";
 /// Set to `0` in that child too: pointer queries then fail when they ask pinned memory for its
 /// range (the crate asks again for the memory kind alone).
 const HOST_RANGES_VAR: &str = "DLPACK_CUDA_TEST_DRIVER_HOST_RANGES";
-
-/// `LiveObjects` of the test driver (test-driver/src/support.rs).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct LiveObjects {
-    device_allocations: u64,
-    pinned_allocations: u64,
-    managed_allocations: u64,
-    streams: u64,
-    events: u64,
-    context_retains: u64,
-    refused: u64,
-}
-
-/// `CallCounts` of the test driver.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct CallCounts {
-    event_records: u64,
-    stream_waits: u64,
-    context_synchronizations: u64,
-    context_less_pointer_queries: u64,
-    host_range_refusals: u64,
-}
-
-/// The stand-in's test-support exports.
-struct Support {
-    live: unsafe extern "C" fn(*mut LiveObjects, usize) -> c_int,
-    calls: unsafe extern "C" fn(*mut CallCounts, usize) -> c_int,
-    settle: extern "C" fn(),
-}
-
-impl Support {
-    /// Once every stream has run its work: the live objects and refusals.
-    fn settled(&self) -> LiveObjects {
-        (self.settle)();
-        let mut live = LiveObjects::default();
-        // SAFETY: `live` is valid for a write of its size, which is passed along.
-        let status = unsafe { (self.live)(&mut live, size_of::<LiveObjects>()) };
-        assert_eq!(
-            status, 0,
-            "the stand-in's LiveObjects has another size than this one"
-        );
-        live
-    }
-
-    fn calls(&self) -> CallCounts {
-        let mut calls = CallCounts::default();
-        // SAFETY: `calls` is valid for a write of its size, which is passed along.
-        let status = unsafe { (self.calls)(&mut calls, size_of::<CallCounts>()) };
-        assert_eq!(
-            status, 0,
-            "the stand-in's CallCounts has another size than this one"
-        );
-        calls
-    }
-}
 
 fn main() -> ExitCode {
     if cfg!(miri) {
@@ -133,28 +77,23 @@ fn main() -> ExitCode {
     // SAFETY: `load_driver` succeeded, so cudarc has found a libcuda; looking a symbol up only
     // reads its symbol table.
     let cudarc_library = unsafe { sys::culib() };
-    // SAFETY: symbol lookups only; the types are those test-driver/src/support.rs exports.
+    // SAFETY: looking a symbol up only reads a symbol table; the addresses found in the
+    // stand-in opened above are its support functions, and it stays loaded until the end.
     let support = unsafe {
         assert!(
             cudarc_library
-                .get::<unsafe extern "C" fn(*mut LiveObjects, usize) -> c_int>(
-                    b"dlpack_cuda_test_driver_live",
-                )
+                .get::<unsafe extern "C" fn()>(b"dlpack_cuda_test_driver_live")
                 .is_ok(),
             "cudarc loaded a libcuda other than the stand-in at {}",
             path.display()
         );
-        Support {
-            live: *library
-                .get(b"dlpack_cuda_test_driver_live")
-                .expect("dlpack_cuda_test_driver_live"),
-            calls: *library
-                .get(b"dlpack_cuda_test_driver_calls")
-                .expect("dlpack_cuda_test_driver_calls"),
-            settle: *library
-                .get(b"dlpack_cuda_test_driver_settle")
-                .expect("dlpack_cuda_test_driver_settle"),
-        }
+        Support::find(|name| {
+            let symbol = library
+                .get::<unsafe extern "C" fn()>(name.to_bytes())
+                .ok()?;
+            Some(*symbol as *const c_void)
+        })
+        .expect("the stand-in's support functions")
     };
 
     let context = open_device(0).unwrap_or_else(|e| panic!("{suite}: device 0: {e}"));

@@ -7,12 +7,14 @@
 //! import invariant that dlpack-core's property test and the fuzz target check on every foreign
 //! tensor they draw; [`c_layout`] the checks of Rust bindings against a C header that
 //! dlpack-core's `dlpack.h` test and dlpack-oneapi's Level Zero test share; [`harness`] the
-//! test harness of the suites that run as plain binaries.
+//! test harness of the suites that run as plain binaries; [`cuda_stand_in`] the test-support
+//! exports of the libcuda stand-in, for the suites that run on it.
 #![allow(clippy::missing_errors_doc)] // test support (not published): its errors fail tests
 
 pub use dlpack_core::testing::*;
 
 pub mod c_layout;
+pub mod cuda_stand_in;
 pub mod harness;
 mod strided;
 

@@ -17,6 +17,16 @@ pub(crate) struct Refusal {
 
 pub(crate) type Outcome = Result<(), Refusal>;
 
+impl Refusal {
+    /// The same refusal, its reason prefixed with what was being looked up.
+    pub(crate) fn context(self, what: &str) -> Refusal {
+        Refusal {
+            code: self.code,
+            why: format!("{what}: {}", self.why),
+        }
+    }
+}
+
 pub(crate) fn refuse(code: CUresult, why: impl Into<String>) -> Refusal {
     Refusal {
         code,

@@ -49,8 +49,14 @@
 //!   a per-thread default stream (handle 2) per device. Simplified: the legacy stream does not
 //!   synchronise with other streams. Code that relied on that implicit synchronisation would
 //!   fail here, not pass; `dlpack-cuda` orders work with events only.
+//! - **Kernels, for dlpack-candle's CUDA suite only.** `cuModuleLoadData` reads the `.entry`
+//!   names of the PTX it is given and `cuModuleGetFunction` finds only those; the few
+//!   candle-kernels kernels that suite reaches run on the host in stream order, inside the
+//!   allocations their pointers point into (see `kernels.rs`). cuBLAS and cuRAND handles exist
+//!   so that candle can open a device; they compute nothing. That suite preloads this library
+//!   (`LD_PRELOAD`) over link stubs that abort on any other function.
 //! - Not modelled: the range a memory pool may report for its allocations (see dlpack-cuda's
-//!   limits), kernels, and more than what the functions below do.
+//!   limits), other kernels, and more than what the functions below do.
 //!
 //! Every refused call is counted and printed on stderr with its reason. Three extra exports
 //! serve the tests: [`dlpack_cuda_test_driver_live`] counts live objects and refusals (leak and
@@ -58,15 +64,18 @@
 //! context synchronisations (a handshake happened, no device-wide synchronisation did), and
 //! [`dlpack_cuda_test_driver_settle`] waits until every stream has run its work.
 //!
-//! The library exports only the driver functions `dlpack-cuda` needs (its `REQUIRED_SYMBOLS`)
-//! and the two the GPU suite calls itself (`cuLaunchHostFunc`, `cuEventQuery`); a unit test of
-//! dlpack-cuda keeps the two lists equal. When cudarc reaches for any other symbol it panics
+//! The library exports only the driver functions `dlpack-cuda` needs (its `REQUIRED_SYMBOLS`),
+//! the two the GPU suite calls itself (`cuLaunchHostFunc`, `cuEventQuery`) and the module,
+//! launch, cuBLAS and cuRAND functions of dlpack-candle's CUDA suite; a unit test of
+//! dlpack-cuda keeps the lists equal. When cudarc reaches for any other symbol it panics
 //! naming it, which is how a gap in `REQUIRED_SYMBOLS` shows up.
 
 #![allow(non_snake_case)] // the driver API's function names
 
 mod device;
 mod entry;
+mod kernels;
+mod libraries;
 mod memory;
 mod pointers;
 mod state;
@@ -78,6 +87,11 @@ pub use device::{
     cuCtxGetCurrent, cuCtxSetCurrent, cuCtxSynchronize, cuDeviceGet, cuDeviceGetAttribute,
     cuDeviceGetCount, cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRetain, cuGetErrorName,
     cuGetErrorString, cuInit,
+};
+pub use kernels::{cuLaunchKernel, cuModuleGetFunction, cuModuleLoadData, cuModuleUnload};
+pub use libraries::{
+    cublasCreate_v2, cublasDestroy_v2, cublasSetStream_v2, curandCreateGenerator,
+    curandDestroyGenerator, curandSetPseudoRandomGeneratorSeed, curandSetStream,
 };
 pub use memory::{
     cuMemAlloc_v2, cuMemAllocAsync, cuMemAllocManaged, cuMemFree_v2, cuMemFreeAsync, cuMemFreeHost,

@@ -92,11 +92,11 @@ pub(crate) enum Place {
 }
 
 impl Place {
-    fn is_freed(&self) -> bool {
+    pub(crate) fn is_freed(&self) -> bool {
         matches!(self, Place::Memory(backing, _) if backing.freed.load(Ordering::Acquire))
     }
 
-    fn ptr(&self) -> *mut u8 {
+    pub(crate) fn ptr(&self) -> *mut u8 {
         match self {
             // SAFETY: the offset lies inside the backing (checked when the place was found).
             Place::Memory(backing, offset) => unsafe { backing.ptr.as_ptr().add(*offset) },
@@ -129,6 +129,28 @@ impl State {
             )));
         }
         Ok(Place::Memory(allocation.backing.clone(), offset))
+    }
+
+    /// The place of `address` in device or managed memory, and the bytes from it to the end of
+    /// its allocation (what a kernel argument may reach).
+    pub(crate) fn reach(&self, address: CUdeviceptr) -> Result<(Place, usize), Refusal> {
+        let at = address as usize;
+        let rest = match self.allocation_at(at) {
+            Some((start, allocation)) if allocation.kind != Kind::Pinned => {
+                allocation.size - (at - start)
+            }
+            Some(_) => {
+                return Err(invalid(format!(
+                    "{at:#x} is pinned host memory, passed to a kernel"
+                )));
+            }
+            None => {
+                return Err(invalid(format!(
+                    "{at:#x} is not inside a live allocation of this driver"
+                )));
+            }
+        };
+        Ok((self.memory(address, rest)?, rest))
     }
 
     /// Host memory at `address`: inside a pinned or managed allocation (`Some`, reached in

@@ -1,0 +1,2 @@
+//! Placeholder: adversarial cases against dlpack-candle's CUDA paths are being written here.
+fn main() {}

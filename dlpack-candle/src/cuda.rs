@@ -218,12 +218,18 @@ pub(crate) fn copy_for_export(
 ) -> Result<(Tensor, Located), CandleError> {
     let dtype = tensor.dtype();
     // candle 0.11's CUDA build has no strided-copy kernel for i16, i32 and f8e4m3 (it asks for
-    // `ucopy_i16`, `ucopy_i32`, `ucopy_f8e4m3`, which candle-kernels does not define), and
-    // refuses to allocate f8e8m0: those are gathered by this crate instead, from a read-only
-    // export of the tensor itself.
+    // `ucopy_i16`, `ucopy_i32`, `ucopy_f8e4m3`; candle-kernels defines no i16 or i32 one, and
+    // names its f8e4m3 kernels `*_f8_e4m3`: huggingface/candle#3886, for f8e4m3 only; the i16
+    // and i32 gap has no upstream issue yet), and refuses to allocate f8e8m0: those are
+    // gathered by this crate instead, from a read-only export of the tensor itself.
     let own_gather = dtype == DType::F8E8M0
         || (!tensor.is_contiguous() && matches!(dtype, DType::I16 | DType::I32 | DType::F8E4M3));
-    let copy = if own_gather {
+    copy_fits(tensor.elem_count(), dtype.size_in_bytes())?;
+    let copy = if tensor.elem_count() == 0 {
+        // Nothing to copy, and no zero-byte allocation (which the driver refuses): an empty
+        // tensor over a one-element slice.
+        copy_span(device, dtype, 0, 0)?.reshape(tensor.shape())?
+    } else if own_gather {
         // SAFETY: the lent export reads `tensor`'s storage only until `copy` has waited for its
         // gather (before it returns), and nothing in this function writes to it.
         let lent = unsafe { crate::into_dlpack(tensor.clone()) }.map_err(|r| r.error)?;
@@ -421,6 +427,7 @@ fn copy(
     dtype: DType,
     shape: Shape,
 ) -> Result<Tensor, CandleError> {
+    copy_fits(tensor.len(), dtype.size_in_bytes())?;
     if !tensor.is_empty() {
         // Memory kind (device memory), ordinal, and every reachable byte inside one allocation
         // of this context; the copy below reads only those bytes.
@@ -445,8 +452,24 @@ fn copy(
     Ok(copied)
 }
 
+/// Refuses a device copy of `elements` elements of `size` bytes (and, for a layout that is not
+/// compact, an `i64` index per element) whose bytes the address space cannot hold, with
+/// [`dlpack_core::Error::OutOfMemory`], before candle or cudarc is asked for it: both multiply
+/// sizes unchecked (cudarc 0.19's `CudaStream::alloc` computes `len * size_of::<T>()` as is), so
+/// a product that wraps would allocate too little for the kernel that then fills it.
+fn copy_fits(elements: usize, size: usize) -> Result<(), CandleError> {
+    let per_element = size.max(size_of::<i64>());
+    match elements.checked_mul(per_element) {
+        Some(bytes) if isize::try_from(bytes).is_ok() => Ok(()),
+        _ => Err(CandleError::DLPack(dlpack_core::Error::OutOfMemory {
+            bytes: elements as u128 * per_element as u128,
+        })),
+    }
+}
+
 /// The elements of the type `dtype` stores, gathered by candle's `index_select` (which
-/// candle-kernels offers with `i64` indices for these types only).
+/// candle-kernels offers with `i64` indices for these types only: no i16 or i32 gather, and the
+/// f8e4m3 one under a name candle does not ask for, huggingface/candle#3886).
 fn gather_dtype(dtype: DType) -> DType {
     match dtype {
         DType::I16 => DType::F16,
@@ -547,7 +570,10 @@ fn copy_slice<T: DeviceRepr>(
     // stream before anything can read it (candle reads the storage on this stream, or, with
     // cudarc's event tracking, after the write event the guard records); if the copy cannot be
     // queued, the slice is dropped unread.
-    let mut slice = unsafe { device.alloc::<T>(elements) }?;
+    // At least one element: the driver refuses a zero-byte allocation (`cuMemAlloc` documents
+    // CUDA_ERROR_INVALID_VALUE; cudarc passes the size on as it is, chelsea0x3b/cudarc#194). A
+    // tensor over the slice describes only the `elements` first ones.
+    let mut slice = unsafe { device.alloc::<T>(elements.max(1)) }?;
     if elements > 0 {
         let _scope = ContextScope::enter(stream.context()).w()?;
         let (destination, _write) = slice.device_ptr_mut(&stream);
@@ -585,7 +611,13 @@ fn gather(
     let mut index: Option<Tensor> = None;
     for (axis, (&size, &stride)) in tensor.shape().iter().zip(tensor.strides()).enumerate() {
         let start = if axis == 0 { first as i64 } else { 0 };
-        let values: Vec<i64> = (0..size).map(|i| start + i * stride).collect();
+        let mut values: Vec<i64> = Vec::new();
+        values.try_reserve_exact(size as usize).map_err(|_| {
+            CandleError::DLPack(dlpack_core::Error::OutOfMemory {
+                bytes: size as u128 * 8,
+            })
+        })?;
+        values.extend((0..size).map(|i| start + i * stride));
         let mut dims = vec![1usize; ndim];
         dims[axis] = size as usize;
         let part = Tensor::from_vec(values, dims, target)?;

@@ -52,6 +52,8 @@ pub fn to_dlpack(tensor: &Tensor) -> Result<ManagedTensor, CandleError> {
     let dtype = exportable(tensor)?;
     #[cfg(feature = "cuda")]
     if let candle_core::Device::Cuda(device) = tensor.device() {
+        // As on the CPU (below): candle's contiguous strides are unchecked products.
+        check_products(tensor.dims())?;
         check_i64(&Layout::contiguous(tensor.dims()))?;
         let (copy, located) = crate::cuda::copy_for_export(tensor, device)?;
         let copied = CandleExport {

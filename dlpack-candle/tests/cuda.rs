@@ -19,7 +19,7 @@ const SUITE: &str = "dlpack-candle CUDA suite";
 #[cfg(not(feature = "cuda"))]
 fn main() -> ExitCode {
     println!(
-        "{SUITE}: did not run (built without the feature `cuda`, which needs a CUDA toolkit to build: scripts/gpu-kit builds and runs it)"
+        "{SUITE}: did not run (built without the feature `cuda`, which needs a CUDA toolkit to build: scripts/gpu-kit builds and runs it on a GPU, DLPACK_TEST_CANDLE_CUDA_STAND_IN=1 scripts/test on the libcuda stand-in)"
     );
     ExitCode::SUCCESS
 }
@@ -31,8 +31,8 @@ fn main() -> ExitCode {
     let switch = std::env::var("DLPACK_TEST_CUDA").unwrap_or_default();
     if switch != "1" {
         println!(
-            "{SUITE}: did not run ({} tests skipped; DLPACK_TEST_CUDA is {}); set DLPACK_TEST_CUDA=1 on a machine with an NVIDIA GPU to run it",
-            gpu::CASES.len(),
+            "{SUITE}: did not run ({} tests skipped; DLPACK_TEST_CUDA is {}); set DLPACK_TEST_CUDA=1 on a machine with an NVIDIA GPU, or with the libcuda stand-in preloaded (scripts/steps/candle-cuda.check.sh), to run it",
+            gpu::CASES.len() + attack::CASES.len(),
             if switch.is_empty() {
                 "unset".to_owned()
             } else {
@@ -58,8 +58,9 @@ fn main() -> ExitCode {
             (!address.is_null()).then_some(address.cast_const())
         })
     };
+    let cases: Vec<_> = gpu::CASES.iter().chain(attack::CASES).copied().collect();
     let Some(support) = stand_in else {
-        let outcome = run_cases(SUITE, &device, gpu::CASES, &test_args(), |_, case| case());
+        let outcome = run_cases(SUITE, &device, &cases, &test_args(), |_, case| case());
         return outcome.report(SUITE);
     };
     let suite = format!("{SUITE} on the libcuda stand-in");
@@ -67,7 +68,7 @@ fn main() -> ExitCode {
     // `device`, and dlpack-cuda's retain of device 0's primary context.
     dlpack_candle::cuda::hooks(&device).expect("exchange hooks");
     dlpack_cuda::open_device(0).expect("device 0");
-    let outcome = run_cases(&suite, &device, gpu::CASES, &test_args(), |name, case| {
+    let outcome = run_cases(&suite, &device, &cases, &test_args(), |name, case| {
         let before = support.settled();
         case();
         let after = support.settled();
@@ -91,6 +92,9 @@ fn main() -> ExitCode {
 #[cfg(feature = "cuda")]
 use dlpack_testing::cuda_stand_in::LiveObjects;
 
+#[cfg(feature = "cuda")]
+#[path = "cuda/attack.rs"]
+mod attack;
 #[cfg(feature = "cuda")]
 mod common;
 
@@ -129,21 +133,25 @@ mod gpu {
         refusals_give_the_tensor_back,
     ];
 
-    /// The device address of a candle CUDA f32 tensor's storage slice.
-    fn storage_address(tensor: &Tensor) -> usize {
+    /// The device address of a candle CUDA tensor's storage slice (the dtypes the cases use).
+    pub(crate) fn storage_address(tensor: &Tensor) -> usize {
         let (storage, _) = tensor.storage_and_layout();
         let Storage::Cuda(cuda) = &*storage else {
             panic!("not a CUDA tensor")
         };
-        let CudaStorageSlice::F32(slice) = &cuda.slice else {
-            panic!("not f32")
-        };
         let stream = cuda.device.cuda_stream();
-        let (address, _read) = slice.device_ptr(&stream);
+        let address = match &cuda.slice {
+            CudaStorageSlice::U8(s) => s.device_ptr(&stream).0,
+            CudaStorageSlice::U32(s) => s.device_ptr(&stream).0,
+            CudaStorageSlice::I64(s) => s.device_ptr(&stream).0,
+            CudaStorageSlice::F32(s) => s.device_ptr(&stream).0,
+            CudaStorageSlice::F64(s) => s.device_ptr(&stream).0,
+            _ => panic!("a dtype these cases do not use"),
+        };
         address as usize
     }
 
-    fn hooks(device: &Device) -> Arc<CudaHooks> {
+    pub(crate) fn hooks(device: &Device) -> Arc<CudaHooks> {
         dlpack_candle::cuda::hooks(device).expect("exchange hooks")
     }
 
@@ -154,13 +162,13 @@ mod gpu {
     }
 
     /// [`host_values`] of any element type (no candle kernel involved).
-    fn host_values_of<T: Element>(tensor: ManagedTensor, device: &Device) -> Vec<T> {
+    pub(crate) fn host_values_of<T: Element>(tensor: ManagedTensor, device: &Device) -> Vec<T> {
         let hooks = hooks(device);
         let import = CudaImport::new(tensor, &*hooks).expect("the driver confirms the claim");
         import.to_host_vec::<T>(&*hooks).expect("to host")
     }
 
-    fn arange(n: usize, device: &Device) -> Tensor {
+    pub(crate) fn arange(n: usize, device: &Device) -> Tensor {
         Tensor::arange(0f32, n as f32, device).expect("arange")
     }
 
@@ -376,7 +384,7 @@ mod gpu {
     }
 
     /// Blocks `stream` until the returned sender sends (or is dropped), with a host function.
-    fn block(stream: &CudaStream) -> Sender<()> {
+    pub(crate) fn block(stream: &CudaStream) -> Sender<()> {
         unsafe extern "C" fn wait_for_release(data: *mut c_void) {
             // SAFETY: `data` is the Box<Receiver<()>> leaked by `block`, taken back once, here.
             let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };

@@ -269,7 +269,10 @@ impl Region {
 
     /// The pointer to element `index` of `size` bytes, inside the region.
     fn element(&self, index: usize, size: usize) -> Result<*mut u8, String> {
-        match index.checked_mul(size).filter(|&at| at + size <= self.len) {
+        match index
+            .checked_mul(size)
+            .filter(|&at| at.checked_add(size).is_some_and(|end| end <= self.len))
+        {
             // SAFETY: `at + size` bytes lie inside the region's allocation.
             Some(at) => Ok(unsafe { self.place.ptr().add(at) }),
             None => Err(format!(

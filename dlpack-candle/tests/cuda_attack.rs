@@ -1,2 +1,0 @@
-//! Placeholder: adversarial cases against dlpack-candle's CUDA paths are being written here.
-fn main() {}

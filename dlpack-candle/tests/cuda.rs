@@ -32,7 +32,7 @@ fn main() -> ExitCode {
     if switch != "1" {
         println!(
             "{SUITE}: did not run ({} tests skipped; DLPACK_TEST_CUDA is {}); set DLPACK_TEST_CUDA=1 on a machine with an NVIDIA GPU, or with the libcuda stand-in preloaded (scripts/steps/candle-cuda.check.sh), to run it",
-            gpu::CASES.len() + attack::CASES.len(),
+            gpu::CASES.len() + attack::CASES.len() + attack_more::CASES.len(),
             if switch.is_empty() {
                 "unset".to_owned()
             } else {
@@ -58,7 +58,12 @@ fn main() -> ExitCode {
             (!address.is_null()).then_some(address.cast_const())
         })
     };
-    let cases: Vec<_> = gpu::CASES.iter().chain(attack::CASES).copied().collect();
+    let cases: Vec<_> = gpu::CASES
+        .iter()
+        .chain(attack::CASES)
+        .chain(attack_more::CASES)
+        .copied()
+        .collect();
     let Some(support) = stand_in else {
         let outcome = run_cases(SUITE, &device, &cases, &test_args(), |_, case| case());
         return outcome.report(SUITE);
@@ -95,6 +100,9 @@ use dlpack_testing::cuda_stand_in::LiveObjects;
 #[cfg(feature = "cuda")]
 #[path = "cuda/attack.rs"]
 mod attack;
+#[cfg(feature = "cuda")]
+#[path = "cuda/attack_more.rs"]
+mod attack_more;
 #[cfg(feature = "cuda")]
 mod common;
 

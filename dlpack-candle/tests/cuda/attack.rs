@@ -68,12 +68,12 @@ pub(crate) const CASES: &[Case<Device>] = cases![Device;
 // ---------------------------------------------------------------------------------------
 // Helpers.
 
-fn iota(n: usize) -> Vec<f32> {
+pub(crate) fn iota(n: usize) -> Vec<f32> {
     (0..n).map(|i| i as f32).collect()
 }
 
 /// A fresh device slice on device `ordinal` holding `values`, uploaded and synchronised.
-fn upload<T: candle_core::cuda_backend::cudarc::driver::DeviceRepr>(
+pub(crate) fn upload<T: candle_core::cuda_backend::cudarc::driver::DeviceRepr>(
     ordinal: usize,
     values: &[T],
 ) -> CudaSlice<T> {
@@ -95,7 +95,7 @@ fn foreign_on(
 }
 
 /// Releases a [`block`] from another thread after `ms` milliseconds.
-fn release_later(release: Sender<()>, ms: u64) -> std::thread::JoinHandle<()> {
+pub(crate) fn release_later(release: Sender<()>, ms: u64) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(ms));
         let _ = release.send(());
@@ -103,7 +103,7 @@ fn release_later(release: Sender<()>, ms: u64) -> std::thread::JoinHandle<()> {
 }
 
 /// Whether work queued on `stream` so far has not all run yet (an event query, no wait).
-fn still_blocked(stream: &CudaStream) -> bool {
+pub(crate) fn still_blocked(stream: &CudaStream) -> bool {
     let marker = stream.record_event(None).expect("event");
     // SAFETY: a live event of `stream`'s context.
     let status = unsafe { sys::cuEventQuery(marker.cu_event()) };
@@ -134,7 +134,7 @@ fn hand_over(tensor: &ManagedTensor, producer: &Device, consumer: &Device) {
 /// A foreign `kDLCUDA` tensor over device memory this test keeps alive, with any shape,
 /// strides, byte offset and device claim (malformed ones included): the managed tensor, or
 /// the refusal of the import of its raw form (dlpack-core's validation).
-fn raw_cuda(
+pub(crate) fn raw_cuda(
     address: usize,
     dtype: DataType,
     shape: &[i64],
@@ -158,12 +158,12 @@ fn raw_cuda(
     (tensor, deletes)
 }
 
-fn deletes(counter: &Arc<std::sync::atomic::AtomicUsize>) -> usize {
+pub(crate) fn deletes(counter: &Arc<std::sync::atomic::AtomicUsize>) -> usize {
     counter.load(std::sync::atomic::Ordering::SeqCst)
 }
 
 /// Whether device `ordinal` exists (the stand-in has 2 by default).
-fn has_device(ordinal: usize) -> bool {
+pub(crate) fn has_device(ordinal: usize) -> bool {
     if open_device(ordinal).is_ok() {
         true
     } else {

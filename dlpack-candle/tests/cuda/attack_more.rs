@@ -27,8 +27,8 @@ use dlpack_core::{
 use dlpack_cuda::{CudaBuffer, CudaHooks, CudaTensor, open_device};
 use dlpack_testing::harness::{Case, cases};
 
-use crate::common::finishes;
 use crate::attack::{deletes, has_device, iota, raw_cuda, release_later, still_blocked, upload};
+use crate::common::finishes;
 use crate::gpu::{arange, block, hooks, host_values_of};
 
 pub(crate) const CASES: &[Case<Device>] = cases![Device;

@@ -26,21 +26,7 @@ if [[ ${DLPACK_TEST_CANDLE_CUDA_STAND_IN:-} == 1 ]]; then
             cargo test --locked -p dlpack-candle --features cuda --test cuda --no-run \
                 --message-format=json >>"$candle_cuda_json"
     ) >/dev/null || die "could not build dlpack-candle's CUDA suite and the stand-in (cargo's output is above)"
-    mapfile -t candle_cuda_paths < <(python3 - "$candle_cuda_json" <<'PYEOF'
-import json, sys
-bin = lib = ""
-for line in open(sys.argv[1]):
-    m = json.loads(line)
-    if m.get("reason") != "compiler-artifact":
-        continue
-    if m["target"]["name"] == "cuda" and m.get("executable"):
-        bin = m["executable"]
-    if m["target"]["name"] == "dlpack_cuda_test_driver":
-        lib = next((f for f in m["filenames"] if f.endswith(".so")), lib)
-print(bin)
-print(lib)
-PYEOF
-    )
+    mapfile -t candle_cuda_paths < <(artifacts_from_json "$candle_cuda_json" cuda dlpack_cuda_test_driver)
     rm -f "$candle_cuda_json"
     candle_cuda_bin=${candle_cuda_paths[0]:-}
     candle_cuda_stand_in=${candle_cuda_paths[1]:-}

@@ -13,21 +13,7 @@ if ((!QUICK)); then
                 --no-run --message-format=json >>"$1"' \
         sh "$cuda_json" "$("$ROOT"/scripts/features dlpack-cuda)"
     # The suite's executable and the stand-in's library, from cargo's own report.
-    mapfile -t cuda_paths < <(python3 - "$cuda_json" <<'PYEOF'
-import json, sys
-bin = lib = ""
-for line in open(sys.argv[1]):
-    m = json.loads(line)
-    if m.get("reason") != "compiler-artifact":
-        continue
-    if m["target"]["name"] == "test_driver" and m.get("executable"):
-        bin = m["executable"]
-    if m["target"]["name"] == "dlpack_cuda_test_driver":
-        lib = next((f for f in m["filenames"] if f.endswith(".so")), lib)
-print(bin)
-print(lib)
-PYEOF
-    )
+    mapfile -t cuda_paths < <(artifacts_from_json "$cuda_json" test_driver dlpack_cuda_test_driver)
     rm -f "$cuda_json"
     cuda_bin=${cuda_paths[0]:-}
     cuda_stand_in=${cuda_paths[1]:-}

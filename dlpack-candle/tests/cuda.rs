@@ -65,7 +65,9 @@ fn main() -> ExitCode {
         .copied()
         .collect();
     let Some(support) = stand_in else {
-        let outcome = run_cases(SUITE, &device, &cases, &test_args(), |_, case| case());
+        let outcome = run_cases(SUITE, &device, &cases, &test_args(), |name, case| {
+            no_block_timed_out(name, case)
+        });
         return outcome.report(SUITE);
     };
     let suite = format!("{SUITE} on the libcuda stand-in");
@@ -75,7 +77,7 @@ fn main() -> ExitCode {
     dlpack_cuda::open_device(0).expect("device 0");
     let outcome = run_cases(&suite, &device, &cases, &test_args(), |name, case| {
         let before = support.settled();
-        case();
+        no_block_timed_out(name, case);
         let after = support.settled();
         // Streams and context retains are left out: a candle device that a case makes keeps
         // its exchange stream, and with it its context, for the process.
@@ -97,6 +99,21 @@ fn main() -> ExitCode {
 #[cfg(feature = "cuda")]
 use dlpack_testing::cuda_stand_in::LiveObjects;
 
+/// Runs `case` and fails it if one of its stream blocks was lifted by the timeout rather than
+/// by the case (see [`gpu::BLOCKS_TIMED_OUT`]).
+#[cfg(feature = "cuda")]
+fn no_block_timed_out(name: &str, case: impl FnOnce()) {
+    use std::sync::atomic::Ordering;
+    let before = gpu::BLOCKS_TIMED_OUT.load(Ordering::SeqCst);
+    case();
+    assert_eq!(
+        gpu::BLOCKS_TIMED_OUT.load(Ordering::SeqCst),
+        before,
+        "{name}: a stream block was lifted by its 30 s timeout, not by the case: the case \
+         waited on the host for work queued behind its own block"
+    );
+}
+
 #[cfg(feature = "cuda")]
 #[path = "cuda/attack.rs"]
 mod attack;
@@ -110,7 +127,8 @@ mod common;
 mod gpu {
     use std::ffi::c_void;
     use std::sync::Arc;
-    use std::sync::mpsc::{Receiver, Sender, channel};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
     use std::time::Duration;
 
     use candle_core::cuda_backend::CudaStorageSlice;
@@ -391,12 +409,20 @@ mod gpu {
         case::<float8::F8E4M3>(device, [e(0.5), e(1.5), e(-2.0), e(3.0), e(4.0), e(-5.5)]);
     }
 
-    /// Blocks `stream` until the returned sender sends (or is dropped), with a host function.
+    /// How many [`block`]s ended by their timeout rather than by their release. The runner
+    /// fails a case that makes this grow: the case waited on the host for a stream it had
+    /// blocked itself, and only the timeout let it finish.
+    pub(crate) static BLOCKS_TIMED_OUT: AtomicUsize = AtomicUsize::new(0);
+
+    /// Blocks `stream` until the returned sender sends (or is dropped), with a host function;
+    /// after 30 s the block lifts itself and counts in [`BLOCKS_TIMED_OUT`].
     pub(crate) fn block(stream: &CudaStream) -> Sender<()> {
         unsafe extern "C" fn wait_for_release(data: *mut c_void) {
             // SAFETY: `data` is the Box<Receiver<()>> leaked by `block`, taken back once, here.
             let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
-            let _ = receiver.recv_timeout(Duration::from_secs(30));
+            if let Err(RecvTimeoutError::Timeout) = receiver.recv_timeout(Duration::from_secs(30)) {
+                BLOCKS_TIMED_OUT.fetch_add(1, Ordering::SeqCst);
+            }
         }
         let (release, wait) = channel::<()>();
         let wait = Box::into_raw(Box::new(wait)).cast::<c_void>();

@@ -1412,8 +1412,10 @@ fn a_moved_buffer_is_freed_after_the_pending_read_on_its_own_stream(device: &Dev
         let (t, transfer) = dlpack_candle::into_owned_on(dl, &gpu, CopyMode::Never).expect("moved");
         assert_eq!(transfer, Transfer::Moved);
         drop(t);
-        gpu.synchronize().ok();
+        // The block is lifted while candle's stream is being waited for: if the free waits for
+        // the read, the wait ends only then.
         let lifter = release_later(release, 100);
+        gpu.synchronize().expect("candle's stream");
         lifter.join().expect("lifter");
         let found = producer.clone_dtoh(&out).expect("read back");
         assert!(

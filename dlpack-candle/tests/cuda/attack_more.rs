@@ -8,7 +8,6 @@
 
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::Duration;
 
@@ -19,7 +18,6 @@ use candle_core::cuda_backend::cudarc::driver::{
 use candle_core::{DType, Device, Storage, Tensor, WithDType};
 use dlpack_candle::{CandleError, CandleExport, Float8E8M0};
 use dlpack_core::protocol::parse_stream;
-use dlpack_core::testing::{Data, Foreign};
 use dlpack_core::{
     CopyMode, CopyReason, DataType, DataTypeCode, DeviceHooks, Element, Error, Flags,
     ManagedTensor, Transfer,

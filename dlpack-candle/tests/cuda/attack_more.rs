@@ -1736,6 +1736,9 @@ fn pending_copies_and_moved_buffers_dropped_on_other_threads_are_freed_after_can
         Device::new_cuda_with_stream(0).expect("own stream"),
     ] {
         let stream = gpu.as_cuda_device().expect("cuda").cuda_stream();
+        // Uploaded before the block: the upload waits on the host, on the legacy default
+        // stream, which also waits for the per-thread stream of candle's default device.
+        let buffer = CudaBuffer::new(upload(0, &iota(N)));
         let (doubled, release) = pending_doubled(&gpu, N);
         let view = doubled
             .reshape((2, N / 2))
@@ -1749,7 +1752,6 @@ fn pending_copies_and_moved_buffers_dropped_on_other_threads_are_freed_after_can
             .unwrap_or_else(|r| panic!("reclaim: {}", r.error));
         let from_reclaimed = reclaimed.affine(1.0, 1.0).expect("queued read");
         // A moved buffer that candle reads (queued).
-        let buffer = CudaBuffer::new(upload(0, &iota(N)));
         let (moved, transfer) = dlpack_candle::into_owned_on(
             ManagedTensor::export(buffer).expect("export"),
             &gpu,

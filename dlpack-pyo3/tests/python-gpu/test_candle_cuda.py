@@ -6,6 +6,7 @@ DLPACK_TEST_CUDA=1, like the rest of this folder; without DLPACK_TEST_CANDLE_CUD
 command on a GPU machine, whose module has no candle), skipped with the reason printed.
 """
 
+import ctypes
 import os
 
 import pytest
@@ -54,12 +55,21 @@ def test_candle_into_cupy_without_a_copy(c, cupy, view, shape, strides, values):
     assert a.get().flatten().tolist() == values
 
 
-def test_a_candle_export_comes_back_without_a_copy(c):
+def test_a_candle_export_lent_to_python_comes_back_as_a_device_copy(c, torch):
+    """The Python object keeps the candle tensor it lends and may lend it again, so an import
+    cannot take the memory over: candle gets a copy, and "never" is refused. (In Rust, the
+    export itself comes back as the same tensor: Transfer::Reclaimed.)"""
     lent, address = c.candle_cuda_f32(VALUES, [3, 4], "none")
-    r = c.candle_cuda_import(lent, "never")
-    assert r["transfer"] == "Reclaimed"
-    assert r["address"] == address
-    assert r["values"] == VALUES
+    with pytest.raises(BufferError, match="copy"):
+        c.candle_cuda_import(lent, "never")
+    r = c.candle_cuda_import(lent, "if_needed")
+    assert r["transfer"] == "Copied(NotOwned)"
+    assert r["address"] != address
+    assert (r["shape"], r["values"]) == ([3, 4], VALUES)
+    # The lent tensor is untouched and still lends its own memory.
+    t = torch.from_dlpack(lent)
+    assert t.data_ptr() == address
+    assert t.cpu().flatten().tolist() == VALUES
 
 
 def test_torch_into_candle_is_a_device_copy(c, torch):
@@ -78,15 +88,46 @@ def test_torch_into_candle_is_a_device_copy(c, torch):
     assert t.cpu().flatten().tolist() == VALUES
 
 
+def _capsule_strides(obj):
+    """The strides `obj.__dlpack__(max_version=(1, 0))` writes into its capsule, read with
+    ctypes from the DLManagedTensorVersioned (or, for an older producer, the DLManagedTensor)
+    it points to; the capsule, not consumed, deletes the tensor when dropped."""
+    capsule = obj.__dlpack__(max_version=(1, 0))
+    ctypes.pythonapi.PyCapsule_GetName.restype = ctypes.c_char_p
+    ctypes.pythonapi.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    ctypes.pythonapi.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    ctypes.pythonapi.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    name = ctypes.pythonapi.PyCapsule_GetName(capsule)
+    base = ctypes.pythonapi.PyCapsule_GetPointer(capsule, name)
+    # DLTensor: data (8 bytes), device (8), ndim (4), dtype (4), shape (8), strides (8). In the
+    # versioned struct it follows version (8), manager_ctx (8), deleter (8) and flags (8).
+    tensor = base + (32 if name == b"dltensor_versioned" else 0)
+    ndim = ctypes.c_int32.from_address(tensor + 16).value
+    strides = ctypes.c_void_p.from_address(tensor + 32).value
+    return [ctypes.c_int64.from_address(strides + 8 * i).value for i in range(ndim)]
+
+
 def test_cupy_into_candle_is_a_device_copy(c, cupy):
     a = cupy.arange(12, dtype=cupy.float32).reshape(3, 4)
     r = c.candle_cuda_import(a, "if_needed")
     assert r["transfer"] == "Copied(NotOwned)"
     assert r["values"] == VALUES
     # A reversed view: negative strides.
-    r = c.candle_cuda_import(a[::-1, ::-1], "if_needed")
-    assert r["transfer"] == "Copied(Layout)"
-    assert r["values"] == VALUES[::-1]
+    flipped = a[::-1, ::-1]
+    strides = _capsule_strides(flipped)
+    if strides == [-4, -1]:
+        r = c.candle_cuda_import(flipped, "if_needed")
+        assert r["transfer"] == "Copied(Layout)"
+        assert r["values"] == VALUES[::-1]
+    else:
+        # CuPy before cupy/cupy#10228 divides negative byte strides by an unsigned itemsize
+        # (cupy/cupy#10172; 14.2.0 does): -16 and -4 bytes become 2**62 - 4 and 2**62 - 1
+        # elements. Such a tensor claims memory far past its allocation and must be refused,
+        # not read.
+        assert strides == [2**62 - 4, 2**62 - 1], f"CuPy exported strides {strides}"
+        with pytest.raises(BufferError, match="overflow"):
+            c.candle_cuda_import(flipped, "if_needed")
+    assert a.get().flatten().tolist() == VALUES
 
 
 def test_candle_sees_torchs_pending_write(c, torch):

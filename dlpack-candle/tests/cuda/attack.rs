@@ -9,7 +9,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaStream, result, sys};
+use candle_core::cuda_backend::cudarc::driver::{CudaContext, CudaSlice, CudaStream, result, sys};
 use candle_core::{DType, Device, Tensor};
 use dlpack_candle::CandleError;
 use dlpack_core::protocol::parse_stream;
@@ -163,8 +163,11 @@ pub(crate) fn deletes(counter: &Arc<std::sync::atomic::AtomicUsize>) -> usize {
 }
 
 /// Whether device `ordinal` exists (the stand-in has 2 by default).
+/// Whether the driver counts a device `ordinal` (asked by count, not by opening it: a failed
+/// `cuDeviceGet` is an API error compute-sanitizer reports).
 pub(crate) fn has_device(ordinal: usize) -> bool {
-    if open_device(ordinal).is_ok() {
+    let count = CudaContext::device_count().expect("cuDeviceGetCount");
+    if usize::try_from(count).is_ok_and(|count| ordinal < count) {
         true
     } else {
         println!("    (no CUDA device {ordinal}: the part that needs it is skipped)");

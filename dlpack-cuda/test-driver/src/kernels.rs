@@ -552,7 +552,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
         if params.is_null() {
             return Err(invalid(format!("`{name}` launched without arguments")));
         }
-        let stream = state()?.stream(stream)?;
+        let stream = state()?.stream_for_work(stream)?;
         // SAFETY: one valid pointer per argument (the caller's contract); `arity` is the
         // kernel's argument count.
         let args: Vec<*mut c_void> = (0..kernel.arity())

@@ -46,9 +46,13 @@
 //!   second free of the same memory is refused, and so is an event recorded on another device's
 //!   stream.
 //! - Default streams: each device has one legacy default stream (handle 0 or 1), and each thread
-//!   a per-thread default stream (handle 2) per device. Simplified: the legacy stream does not
-//!   synchronise with other streams. Code that relied on that implicit synchronisation would
-//!   fail here, not pass; `dlpack-cuda` orders work with events only.
+//!   a per-thread default stream (handle 2) per device. The legacy stream synchronises as the
+//!   driver documents: work queued on it waits for the work queued before on every blocking
+//!   stream of its device (per-thread default streams, and streams created with flags 0), and
+//!   work queued on a blocking stream waits for the legacy stream's earlier work; non-blocking
+//!   streams are independent of it. So a host wait on the legacy stream while a blocking
+//!   stream is held up waits here too, as on a GPU. (`cuStreamSynchronize` waits for the work
+//!   queued on its stream.)
 //! - **Kernels, for dlpack-candle's CUDA suite only.** `cuModuleLoadData` reads the `.entry`
 //!   names of the PTX it is given and `cuModuleGetFunction` finds only those; the few
 //!   candle-kernels kernels that suite reaches run on the host in stream order, inside the

@@ -411,7 +411,7 @@ pub extern "C" fn cuMemFree_v2(address: CUdeviceptr) -> CUresult {
 pub extern "C" fn cuMemFreeAsync(address: CUdeviceptr, stream: CUstream) -> CUresult {
     entry("cuMemFreeAsync", || {
         let mut state = state()?;
-        let stream = state.stream(stream)?;
+        let stream = state.stream_for_work(stream)?;
         let backing = state.free(address as usize, &[Kind::Device])?;
         stream.push(Box::new(move || {
             backing.freed.store(true, Ordering::Release)
@@ -440,7 +440,10 @@ pub extern "C" fn cuMemsetD8Async(
     entry("cuMemsetD8Async", || {
         let (stream, place) = {
             let mut state = state()?;
-            (state.stream(stream)?, state.memory(address, count)?)
+            (
+                state.stream_for_work(stream)?,
+                state.memory(address, count)?,
+            )
         };
         stream.push(Box::new(move || {
             if place.is_freed() {
@@ -469,7 +472,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
 ) -> CUresult {
     entry("cuMemcpyHtoDAsync_v2", || {
         let mut state = state()?;
-        let stream = state.stream(stream)?;
+        let stream = state.stream_for_work(stream)?;
         if bytes == 0 {
             return Ok(());
         }
@@ -502,7 +505,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
 ) -> CUresult {
     entry("cuMemcpyDtoHAsync_v2", || {
         let mut state = state()?;
-        let stream = state.stream(stream)?;
+        let stream = state.stream_for_work(stream)?;
         if bytes == 0 {
             return Ok(());
         }
@@ -540,7 +543,7 @@ pub extern "C" fn cuMemcpyDtoDAsync_v2(
             )));
         }
         let mut state = state()?;
-        let stream = state.stream(stream)?;
+        let stream = state.stream_for_work(stream)?;
         let from = state.memory(src, bytes)?;
         let to = state.memory(dst, bytes)?;
         drop(state);

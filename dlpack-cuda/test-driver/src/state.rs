@@ -17,7 +17,7 @@ use cudarc::driver::sys::{CUevent, CUstream};
 
 use crate::entry::{Refusal, refuse};
 use crate::memory::Allocation;
-use crate::streams::{Event, Stream};
+use crate::streams::{Event, Stream, StreamKind};
 
 /// The primary context of device `n` has the handle `CONTEXT_BASE + n * CONTEXT_STEP`.
 pub(crate) const CONTEXT_BASE: usize = 0xc0_0000;
@@ -185,12 +185,17 @@ impl State {
             let stream = if handle == 2 {
                 match state.per_thread.entry(std::thread::current().id()) {
                     Entry::Occupied(slot) => slot.get().clone(),
-                    Entry::Vacant(slot) => slot.insert(Stream::new(device as i32)?).clone(),
+                    Entry::Vacant(slot) => slot
+                        .insert(Stream::new(device as i32, StreamKind::Blocking)?)
+                        .clone(),
                 }
             } else {
                 match &state.legacy {
                     Some(stream) => stream.clone(),
-                    None => state.legacy.insert(Stream::new(device as i32)?).clone(),
+                    None => state
+                        .legacy
+                        .insert(Stream::new(device as i32, StreamKind::Legacy)?)
+                        .clone(),
                 }
             };
             return Ok(stream);
@@ -199,6 +204,38 @@ impl State {
             .get(&handle)
             .cloned()
             .ok_or_else(|| refuse(CUDA_ERROR_INVALID_HANDLE, format!("stream {handle:#x}")))
+    }
+
+    /// [`State::stream`], for work about to be queued on it, ordered first as the driver orders
+    /// the legacy default stream: on the legacy stream, after the work queued so far on every
+    /// blocking stream of its device (per-thread default streams, and streams created with
+    /// flags 0); on a blocking stream, after the work queued so far on the legacy stream.
+    /// Non-blocking streams are independent of it.
+    pub(crate) fn stream_for_work(&mut self, handle: CUstream) -> Result<Arc<Stream>, Refusal> {
+        let stream = self.stream(handle)?;
+        let device = &self.devices[stream.ordinal as usize];
+        let before: Vec<Arc<Stream>> = match stream.kind {
+            StreamKind::NonBlocking => Vec::new(),
+            StreamKind::Blocking => device.legacy.iter().cloned().collect(),
+            StreamKind::Legacy => device
+                .per_thread
+                .values()
+                .chain(
+                    self.streams
+                        .values()
+                        .filter(|s| s.kind == StreamKind::Blocking && s.ordinal == stream.ordinal),
+                )
+                .cloned()
+                .collect(),
+        };
+        if !before.is_empty() {
+            let markers = before
+                .iter()
+                .map(|s| s.marker())
+                .collect::<Result<Vec<_>, _>>()?;
+            stream.push(Box::new(move || markers.iter().for_each(|m| m.wait())))?;
+        }
+        Ok(stream)
     }
 
     pub(crate) fn event(&self, handle: CUevent) -> Result<Arc<Event>, Refusal> {

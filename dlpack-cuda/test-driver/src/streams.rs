@@ -20,16 +20,29 @@ use crate::state::{driver, lock, state};
 /// Work queued on a stream.
 type Work = Box<dyn FnOnce() + Send>;
 
+/// How a stream takes part in the legacy default stream's implicit synchronisation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum StreamKind {
+    /// The legacy default stream (handles 0 and 1) of a device's primary context.
+    Legacy,
+    /// Synchronises with the legacy default stream: a stream created with flags 0, and a
+    /// per-thread default stream (handle 2).
+    Blocking,
+    /// Independent of the legacy default stream (`CU_STREAM_NON_BLOCKING`).
+    NonBlocking,
+}
+
 /// A stream: its work runs in order on a thread of its own.
 pub(crate) struct Stream {
     pub(crate) ordinal: i32,
+    pub(crate) kind: StreamKind,
     queue: Mutex<Option<Sender<Work>>>,
     /// The worker thread, joined by `settle` once the stream is destroyed.
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Stream {
-    pub(crate) fn new(ordinal: i32) -> Result<Arc<Stream>, Refusal> {
+    pub(crate) fn new(ordinal: i32, kind: StreamKind) -> Result<Arc<Stream>, Refusal> {
         let (sender, receiver) = channel::<Work>();
         let thread = std::thread::Builder::new()
             .name(format!("cuda-test-stream-{ordinal}"))
@@ -41,6 +54,7 @@ impl Stream {
             .map_err(|e| refuse(CUDA_ERROR_OUT_OF_MEMORY, format!("no stream thread: {e}")))?;
         Ok(Arc::new(Stream {
             ordinal,
+            kind,
             queue: Mutex::new(Some(sender)),
             thread: Mutex::new(Some(thread)),
         }))
@@ -52,6 +66,14 @@ impl Stream {
             Some(sender) if sender.send(work).is_ok() => Ok(()),
             _ => Err(refuse(CUDA_ERROR_INVALID_HANDLE, "a destroyed stream")),
         }
+    }
+
+    /// A completion reached once everything queued so far has run.
+    pub(crate) fn marker(&self) -> Result<Arc<Completion>, Refusal> {
+        let marker = Arc::new(Completion::default());
+        let reached = marker.clone();
+        self.push(Box::new(move || reached.reach()))?;
+        Ok(marker)
     }
 
     /// Waits until everything queued so far has run.
@@ -94,7 +116,7 @@ impl Completion {
         *lock(&self.reached)
     }
 
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let mut reached = lock(&self.reached);
         while !*reached {
             reached = self
@@ -131,7 +153,12 @@ pub unsafe extern "C" fn cuStreamCreate(stream: *mut CUstream, flags: c_uint) ->
         }
         let mut state = state()?;
         let device = state.current()?;
-        let created = Stream::new(device as i32)?;
+        let kind = if flags == 0 {
+            StreamKind::Blocking
+        } else {
+            StreamKind::NonBlocking
+        };
+        let created = Stream::new(device as i32, kind)?;
         let handle = state.handle();
         // SAFETY: the caller's contract.
         unsafe { put(stream, ptr::without_provenance_mut(handle)) }?;
@@ -175,7 +202,7 @@ pub extern "C" fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_u
         }
         let (stream, event) = {
             let mut state = state()?;
-            (state.stream(stream)?, state.event(event)?)
+            (state.stream_for_work(stream)?, state.event(event)?)
         };
         // An event never recorded is complete: nothing to wait for.
         if let Some(recording) = event.latest() {
@@ -195,7 +222,7 @@ pub extern "C" fn cuLaunchHostFunc(
 ) -> CUresult {
     entry("cuLaunchHostFunc", || {
         let function = function.ok_or_else(|| invalid("a NULL host function"))?;
-        let stream = state()?.stream(stream)?;
+        let stream = state()?.stream_for_work(stream)?;
         let data = data.expose_provenance();
         stream.push(Box::new(move || {
             // SAFETY: the caller hands `data` to `function` in stream order, as the driver does.
@@ -236,7 +263,7 @@ pub extern "C" fn cuEventRecord(event: CUevent, stream: CUstream) -> CUresult {
     entry("cuEventRecord", || {
         let (stream, event) = {
             let mut state = state()?;
-            (state.stream(stream)?, state.event(event)?)
+            (state.stream_for_work(stream)?, state.event(event)?)
         };
         if stream.ordinal != event.ordinal {
             return Err(refuse(

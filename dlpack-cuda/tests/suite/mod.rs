@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::Duration;
 
 use dlpack_core::protocol::{StreamRequest, parse_stream};
@@ -44,6 +44,7 @@ pub(crate) const CASES: &[Case<Arc<CudaContext>>] = cases![Arc<CudaContext>;
     a_write_into_memory_holding_the_tensors_own_strides_is_refused,
     the_per_thread_default_stream_cannot_serve_as_the_hooks_stream,
     a_per_thread_stream_slice_is_read_after_its_write_on_other_threads,
+    the_legacy_default_stream_synchronises_with_blocking_streams_only,
 ];
 
 /// The bytes of some elements, to compare values of any element type.
@@ -410,6 +411,16 @@ unsafe extern "C" fn wait_for_release(data: *mut c_void) {
     let _ = receiver.recv_timeout(Duration::from_secs(30));
 }
 
+/// Blocks `stream` with a host function until the returned sender is used or dropped.
+fn block(stream: sys::CUstream) -> Sender<()> {
+    let (release, wait) = channel::<()>();
+    let wait = Box::into_raw(Box::new(wait)).cast::<c_void>();
+    // SAFETY: the host function takes back the box it is given and makes no CUDA call.
+    unsafe { result::stream::launch_host_function(stream, wait_for_release, wait) }
+        .expect("cuLaunchHostFunc");
+    release
+}
+
 fn a_consumer_stream_waits_for_the_producer_stream(context: &Arc<CudaContext>) {
     // The consumer names its stream; the producer makes the data ready on it.
     read_behind_a_blocked_producer(context, |tensor, producer_stream, consumer| {
@@ -464,13 +475,7 @@ fn read_behind_a_blocked_producer(
     producer_stream.synchronize().expect("zeroed");
 
     // Block stream A, then queue the producer's write behind the block.
-    let (release, wait) = channel::<()>();
-    let wait = Box::into_raw(Box::new(wait)).cast::<c_void>();
-    // SAFETY: the host function takes back the box it is given and makes no CUDA call.
-    unsafe {
-        result::stream::launch_host_function(producer_stream.cu_stream(), wait_for_release, wait)
-    }
-    .expect("cuLaunchHostFunc");
+    let release = block(producer_stream.cu_stream());
     producer_stream
         .memcpy_htod(&source, &mut slice)
         .expect("queue the write");
@@ -1005,4 +1010,93 @@ fn a_write_into_memory_holding_the_tensors_own_strides_is_refused(context: &Arc<
         [2, 0, 0, 0, 0, 555, 0, 3],
         "nothing written"
     );
+}
+
+/// The legacy default stream's implicit synchronisation, as the driver documents it (and as the
+/// stand-in must model it, so that a host wait that would hang on a GPU hangs there too): work
+/// queued on the legacy stream waits for the work queued before on every blocking stream
+/// (created with flags 0, and the per-thread default stream), work queued on a blocking stream
+/// waits for the legacy stream's earlier work, and non-blocking streams (cudarc's `new_stream`)
+/// are independent of it.
+fn the_legacy_default_stream_synchronises_with_blocking_streams_only(context: &Arc<CudaContext>) {
+    /// `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`.
+    fn default_stream(handle: usize) -> sys::CUstream {
+        std::ptr::without_provenance_mut(handle)
+    }
+    let (legacy, per_thread) = (default_stream(1), default_stream(2));
+    let non_blocking = context.new_stream().expect("non-blocking stream");
+    let blocking =
+        result::stream::create(result::stream::StreamKind::Default).expect("blocking stream");
+    // (the stream blocked, the stream an event is then recorded on, whether that event waits)
+    let pairs = [
+        (
+            non_blocking.cu_stream(),
+            legacy,
+            false,
+            "legacy after a non-blocking stream",
+        ),
+        (blocking, legacy, true, "legacy after a blocking stream"),
+        (
+            per_thread,
+            legacy,
+            true,
+            "legacy after the per-thread default stream",
+        ),
+        (legacy, blocking, true, "a blocking stream after legacy"),
+        (
+            legacy,
+            per_thread,
+            true,
+            "the per-thread default stream after legacy",
+        ),
+        (
+            legacy,
+            non_blocking.cu_stream(),
+            false,
+            "a non-blocking stream after legacy",
+        ),
+    ];
+    for (blocked, recorded_on, waits, what) in pairs {
+        let release = block(blocked);
+        let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .expect("cuEventCreate");
+        // SAFETY: a live event and a live stream of the current context (device 0's).
+        unsafe { result::event::record(event, recorded_on) }.expect("cuEventRecord");
+        let query = || {
+            // SAFETY: a live event.
+            unsafe { sys::cuEventQuery(event) }
+        };
+        if waits {
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(
+                query(),
+                sys::CUresult::CUDA_ERROR_NOT_READY,
+                "{what}: the event was reached while the first stream was blocked"
+            );
+        } else {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while query() == sys::CUresult::CUDA_ERROR_NOT_READY
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert_eq!(
+                query(),
+                sys::CUresult::CUDA_SUCCESS,
+                "{what}: the event waited for the blocked stream"
+            );
+        }
+        release.send(()).expect("release");
+        // SAFETY: a live event, destroyed once, after its recording is reached.
+        unsafe {
+            sys::cuEventSynchronize(event).result().expect("reached");
+            result::event::destroy(event).expect("cuEventDestroy");
+        }
+    }
+    // SAFETY: the stream made above, idle, destroyed once.
+    unsafe {
+        sys::cuStreamSynchronize(blocking).result().expect("idle");
+        result::stream::destroy(blocking).expect("cuStreamDestroy");
+    }
+    non_blocking.synchronize().expect("idle");
 }

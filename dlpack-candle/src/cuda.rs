@@ -14,7 +14,9 @@
 //!   ([`Transfer::Reclaimed`]), a bare dlpack-cuda [`CudaBuffer`] of a candle dtype hands its
 //!   memory to candle's storage ([`Transfer::Moved`]), and any other tensor (PyTorch's, CuPy's,
 //!   JAX's, or one exported from another candle device of the same GPU) is copied on the device
-//!   ([`Transfer::Copied`]), or refused under [`CopyMode::Never`];
+//!   ([`Transfer::Copied`]), or refused under [`CopyMode::Never`]. A candle export handed to
+//!   Python (a `dlpack_pyo3::DLPackTensor`) and imported back from there is copied too: the
+//!   Python object keeps the export and may lend it again, so the import cannot take it over;
 //! - [`to_owned_on`](crate::to_owned_on) copies a tensor the caller keeps.
 //!
 //! # Why foreign memory is copied, not wrapped

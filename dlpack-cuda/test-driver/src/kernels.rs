@@ -316,6 +316,37 @@ fn contiguous(dims: &[usize], strides: &[usize]) -> bool {
     true
 }
 
+/// How a kernel indexes one operand, decided once per launch: element `i` itself where the
+/// operand's strides are contiguous (or there is no `info`), else through
+/// `get_strided_index`.
+enum Indexing<'a> {
+    Contiguous,
+    Strided {
+        dims: &'a [usize],
+        strides: &'a [usize],
+    },
+}
+
+impl<'a> Indexing<'a> {
+    /// The indexing of the operand whose strides are set `set` of `info` (set 0 holds the dims).
+    fn of(info: &'a Option<Vec<Vec<usize>>>, set: usize) -> Self {
+        match info {
+            Some(v) if !contiguous(&v[0], &v[set]) => Indexing::Strided {
+                dims: &v[0],
+                strides: &v[set],
+            },
+            _ => Indexing::Contiguous,
+        }
+    }
+
+    fn at(&self, i: usize) -> usize {
+        match *self {
+            Indexing::Contiguous => i,
+            Indexing::Strided { dims, strides } => strided(i, dims, strides),
+        }
+    }
+}
+
 /// A launch, its arguments decoded.
 struct Launch {
     kernel: Kernel,
@@ -363,12 +394,9 @@ impl Launch {
                 let size = elem.size();
                 let (out, info) = (self.region(4)?, self.info(2, 1)?);
                 let inp = self.regions[3].as_ref().unwrap_or(out);
+                let source = Indexing::of(&info, 1);
                 for i in 0..numel {
-                    let from = match &info {
-                        Some(v) if !contiguous(&v[0], &v[1]) => strided(i, &v[0], &v[1]),
-                        _ => i,
-                    };
-                    let (src, dst) = (inp.element(from, size)?, out.element(i, size)?);
+                    let (src, dst) = (inp.element(source.at(i), size)?, out.element(i, size)?);
                     // SAFETY: both elements lie inside their allocations (checked).
                     unsafe { core::ptr::copy(src, dst, size) };
                 }
@@ -376,13 +404,10 @@ impl Launch {
             Kernel::Affine(elem) => {
                 let (out, info) = (self.region(4)?, self.info(2, 1)?);
                 let inp = self.regions[3].as_ref().unwrap_or(out);
+                let source = Indexing::of(&info, 1);
                 for i in 0..numel {
-                    let from = match &info {
-                        Some(v) if !contiguous(&v[0], &v[1]) => strided(i, &v[0], &v[1]),
-                        _ => i,
-                    };
                     let (src, dst) = (
-                        inp.element(from, elem.size())?,
+                        inp.element(source.at(i), elem.size())?,
                         out.element(i, elem.size())?,
                     );
                     // SAFETY: elements of the kernel's type inside their allocations (checked);
@@ -410,25 +435,11 @@ impl Launch {
                 let size = elem.size();
                 let (lhs, rhs, out) = (self.region(3)?, self.region(4)?, self.region(5)?);
                 let info = self.info(2, 2)?;
+                let (left, right) = (Indexing::of(&info, 1), Indexing::of(&info, 2));
                 for i in 0..numel {
-                    let (l, r) = match &info {
-                        Some(v) => (
-                            if contiguous(&v[0], &v[1]) {
-                                i
-                            } else {
-                                strided(i, &v[0], &v[1])
-                            },
-                            if contiguous(&v[0], &v[2]) {
-                                i
-                            } else {
-                                strided(i, &v[0], &v[2])
-                            },
-                        ),
-                        None => (i, i),
-                    };
                     let (x, y, z) = (
-                        lhs.element(l, size)?,
-                        rhs.element(r, size)?,
+                        lhs.element(left.at(i), size)?,
+                        rhs.element(right.at(i), size)?,
                         out.element(i, size)?,
                     );
                     // SAFETY: elements of the kernel's type inside their allocations (checked).
@@ -447,6 +458,7 @@ impl Launch {
                 let size = elem.size();
                 let (ids, inp, out) = (self.region(3)?, self.region(4)?, self.region(5)?);
                 let info = self.info(2, 1)?;
+                let source = Indexing::of(&info, 1);
                 let (src_dim, ids_dim, right) = (
                     self.sizes[7] as usize,
                     self.sizes[8] as usize,
@@ -486,13 +498,9 @@ impl Launch {
                         ));
                     }
                     let src = left_i * (src_dim * right) + id as usize * right + right_i;
-                    let from = match &info {
-                        Some(v) if !contiguous(&v[0], &v[1]) => strided(src, &v[0], &v[1]),
-                        _ => src,
-                    };
-                    let source = inp.element(from, size)?;
+                    let from = inp.element(source.at(src), size)?;
                     // SAFETY: both elements lie inside their allocations (checked).
-                    unsafe { core::ptr::copy(source, target, size) };
+                    unsafe { core::ptr::copy(from, target, size) };
                 }
             }
         }

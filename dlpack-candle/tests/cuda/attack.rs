@@ -162,7 +162,6 @@ pub(crate) fn deletes(counter: &Arc<std::sync::atomic::AtomicUsize>) -> usize {
     counter.load(std::sync::atomic::Ordering::SeqCst)
 }
 
-/// Whether device `ordinal` exists (the stand-in has 2 by default).
 /// Whether the driver counts a device `ordinal` (asked by count, not by opening it: a failed
 /// `cuDeviceGet` is an API error compute-sanitizer reports).
 pub(crate) fn has_device(ordinal: usize) -> bool {

@@ -560,7 +560,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
         if params.is_null() {
             return Err(invalid(format!("`{name}` launched without arguments")));
         }
-        let stream = state()?.stream_for_work(stream)?;
+        let stream = state()?.stream(stream)?;
         // SAFETY: one valid pointer per argument (the caller's contract); `arity` is the
         // kernel's argument count.
         let args: Vec<*mut c_void> = (0..kernel.arity())
@@ -610,11 +610,14 @@ pub unsafe extern "C" fn cuLaunchKernel(
             regions,
             scalars,
         };
-        stream.push(Box::new(move || {
-            if let Err(why) = launch.run() {
-                refuse_later(&why);
-            }
-        }))
+        state()?.queue(
+            &stream,
+            Box::new(move || {
+                if let Err(why) = launch.run() {
+                    refuse_later(&why);
+                }
+            }),
+        )
     })
 }
 

@@ -48,9 +48,11 @@
 //! - Default streams: each device has one legacy default stream (handle 0 or 1), and each thread
 //!   a per-thread default stream (handle 2) per device. The legacy stream synchronises as the
 //!   driver documents: work queued on it waits for the work queued before on every blocking
-//!   stream of its device (per-thread default streams, and streams created with flags 0), and
-//!   work queued on a blocking stream waits for the legacy stream's earlier work; non-blocking
-//!   streams are independent of it. So a host wait on the legacy stream while a blocking
+//!   stream of its device (per-thread default streams, streams created with flags 0, and those
+//!   destroyed with work still queued), and work queued on a blocking stream waits for the
+//!   legacy stream's earlier work; non-blocking streams are independent of it. The ordering and
+//!   the work are queued together, under the driver's lock, and only for a call that is not
+//!   refused. So a host wait on the legacy stream while a blocking
 //!   stream is held up waits here too, as on a GPU. (`cuStreamSynchronize` waits for the work
 //!   queued on its stream.)
 //! - **Kernels, for dlpack-candle's CUDA suite only.** `cuModuleLoadData` reads the `.entry`

@@ -12,7 +12,7 @@ use cudarc::driver::sys::{CUdeviceptr, CUresult, CUstream};
 
 use crate::entry::{Outcome, Refusal, entry, invalid, put, refuse, refuse_later};
 use crate::state::{State, state};
-use crate::streams::Stream;
+use crate::streams::Work;
 
 /// Alignment and spacing of device allocations (the real driver aligns to at least 256).
 const DEVICE_ALIGN: usize = 512;
@@ -267,9 +267,9 @@ impl State {
     }
 }
 
-/// Queues `len` bytes from `src` to `dst` on `stream`.
-fn queue_copy(stream: &Stream, src: Place, dst: Place, len: usize) -> Outcome {
-    stream.push(Box::new(move || {
+/// The work of copying `len` bytes from `src` to `dst`, for a stream.
+fn copy_work(src: Place, dst: Place, len: usize) -> Work {
+    Box::new(move || {
         if src.is_freed() || dst.is_freed() {
             refuse_later(&format!(
                 "a copy of {len} bytes reached memory freed before the stream got to it"
@@ -279,7 +279,7 @@ fn queue_copy(stream: &Stream, src: Place, dst: Place, len: usize) -> Outcome {
         // SAFETY: both places hold `len` bytes (checked when they were found; pageable host
         // memory by the caller's contract); allocations are kept alive by the places.
         unsafe { ptr::copy(src.ptr(), dst.ptr(), len) };
-    }))
+    })
 }
 
 /// Allocates `bytes` of `kind` on device `ordinal` (`None`: the current context's) and writes
@@ -411,11 +411,12 @@ pub extern "C" fn cuMemFree_v2(address: CUdeviceptr) -> CUresult {
 pub extern "C" fn cuMemFreeAsync(address: CUdeviceptr, stream: CUstream) -> CUresult {
     entry("cuMemFreeAsync", || {
         let mut state = state()?;
-        let stream = state.stream_for_work(stream)?;
+        let stream = state.stream(stream)?;
         let backing = state.free(address as usize, &[Kind::Device])?;
-        stream.push(Box::new(move || {
-            backing.freed.store(true, Ordering::Release)
-        }))
+        state.queue(
+            &stream,
+            Box::new(move || backing.freed.store(true, Ordering::Release)),
+        )
     })
 }
 
@@ -438,23 +439,21 @@ pub extern "C" fn cuMemsetD8Async(
     stream: CUstream,
 ) -> CUresult {
     entry("cuMemsetD8Async", || {
-        let (stream, place) = {
-            let mut state = state()?;
-            (
-                state.stream_for_work(stream)?,
-                state.memory(address, count)?,
-            )
-        };
-        stream.push(Box::new(move || {
-            if place.is_freed() {
-                refuse_later(&format!(
-                    "a memset of {count} bytes reached memory freed before the stream got to it"
-                ));
-                return;
-            }
-            // SAFETY: the place holds `count` bytes (checked above) and is kept alive here.
-            unsafe { place.ptr().write_bytes(value, count) }
-        }))
+        let mut state = state()?;
+        let (stream, place) = (state.stream(stream)?, state.memory(address, count)?);
+        state.queue(
+            &stream,
+            Box::new(move || {
+                if place.is_freed() {
+                    refuse_later(&format!(
+                        "a memset of {count} bytes reached memory freed before the stream got to it"
+                    ));
+                    return;
+                }
+                // SAFETY: the place holds `count` bytes (checked above) and is kept alive here.
+                unsafe { place.ptr().write_bytes(value, count) }
+            }),
+        )
     })
 }
 
@@ -472,7 +471,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
 ) -> CUresult {
     entry("cuMemcpyHtoDAsync_v2", || {
         let mut state = state()?;
-        let stream = state.stream_for_work(stream)?;
+        let stream = state.stream(stream)?;
         if bytes == 0 {
             return Ok(());
         }
@@ -486,8 +485,7 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
                 Place::Memory(staged, 0)
             }
         };
-        drop(state);
-        queue_copy(&stream, from, to, bytes)
+        state.queue(&stream, copy_work(from, to, bytes))
     })
 }
 
@@ -505,7 +503,7 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
 ) -> CUresult {
     entry("cuMemcpyDtoHAsync_v2", || {
         let mut state = state()?;
-        let stream = state.stream_for_work(stream)?;
+        let stream = state.stream(stream)?;
         if bytes == 0 {
             return Ok(());
         }
@@ -514,8 +512,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
             Some(place) => (place, false),
             None => (Place::Host(dst.expose_provenance()), true),
         };
+        state.queue(&stream, copy_work(from, to, bytes))?;
         drop(state);
-        queue_copy(&stream, from, to, bytes)?;
         if pageable { stream.finish() } else { Ok(()) }
     })
 }
@@ -543,10 +541,9 @@ pub extern "C" fn cuMemcpyDtoDAsync_v2(
             )));
         }
         let mut state = state()?;
-        let stream = state.stream_for_work(stream)?;
+        let stream = state.stream(stream)?;
         let from = state.memory(src, bytes)?;
         let to = state.memory(dst, bytes)?;
-        drop(state);
-        queue_copy(&stream, from, to, bytes)
+        state.queue(&stream, copy_work(from, to, bytes))
     })
 }

@@ -15,9 +15,10 @@ use cudarc::driver::sys::CUresult::{
 };
 use cudarc::driver::sys::{CUevent, CUstream};
 
+use crate::entry::Outcome;
 use crate::entry::{Refusal, refuse};
 use crate::memory::Allocation;
-use crate::streams::{Event, Stream, StreamKind};
+use crate::streams::{Completion, Event, Stream, StreamKind, Work};
 
 /// The primary context of device `n` has the handle `CONTEXT_BASE + n * CONTEXT_STEP`.
 pub(crate) const CONTEXT_BASE: usize = 0xc0_0000;
@@ -33,6 +34,9 @@ pub(crate) struct DeviceState {
     /// The per-thread default stream of each thread that used one (kept, with its worker
     /// thread, for the life of the process: a test process uses few threads).
     per_thread: HashMap<ThreadId, Arc<Stream>>,
+    /// The last recording of each blocking stream destroyed with work still queued, which the
+    /// legacy stream still waits for (dropped once reached).
+    pub(crate) retired: Vec<Arc<Completion>>,
 }
 
 pub(crate) struct State {
@@ -206,36 +210,41 @@ impl State {
             .ok_or_else(|| refuse(CUDA_ERROR_INVALID_HANDLE, format!("stream {handle:#x}")))
     }
 
-    /// [`State::stream`], for work about to be queued on it, ordered first as the driver orders
-    /// the legacy default stream: on the legacy stream, after the work queued so far on every
-    /// blocking stream of its device (per-thread default streams, and streams created with
-    /// flags 0); on a blocking stream, after the work queued so far on the legacy stream.
-    /// Non-blocking streams are independent of it.
-    pub(crate) fn stream_for_work(&mut self, handle: CUstream) -> Result<Arc<Stream>, Refusal> {
-        let stream = self.stream(handle)?;
-        let device = &self.devices[stream.ordinal as usize];
-        let before: Vec<Arc<Stream>> = match stream.kind {
-            StreamKind::NonBlocking => Vec::new(),
-            StreamKind::Blocking => device.legacy.iter().cloned().collect(),
-            StreamKind::Legacy => device
-                .per_thread
-                .values()
-                .chain(
+    /// Queues `work` on `stream`, ordered first as the driver orders the legacy default
+    /// stream: on the legacy stream, after the work queued so far on every blocking stream of
+    /// its device (per-thread default streams, streams created with flags 0, and those
+    /// destroyed with work still queued); on a blocking stream, after the work queued so far on
+    /// the legacy stream. Non-blocking streams are independent of it. The caller holds the
+    /// state, so that no other call is queued between the ordering and the work, and calls
+    /// this once its arguments are checked: a refused call queues nothing.
+    pub(crate) fn queue(&mut self, stream: &Stream, work: Work) -> Outcome {
+        let ordinal = stream.ordinal as usize;
+        let mut before = Vec::new();
+        match stream.kind {
+            StreamKind::NonBlocking => {}
+            StreamKind::Blocking => {
+                if let Some(legacy) = &self.devices[ordinal].legacy {
+                    before.push(legacy.marker()?);
+                }
+            }
+            StreamKind::Legacy => {
+                let device = &mut self.devices[ordinal];
+                device.retired.retain(|last| !last.is_reached());
+                before.extend(device.retired.iter().cloned());
+                let blocking = device.per_thread.values().chain(
                     self.streams
                         .values()
                         .filter(|s| s.kind == StreamKind::Blocking && s.ordinal == stream.ordinal),
-                )
-                .cloned()
-                .collect(),
-        };
-        if !before.is_empty() {
-            let markers = before
-                .iter()
-                .map(|s| s.marker())
-                .collect::<Result<Vec<_>, _>>()?;
-            stream.push(Box::new(move || markers.iter().for_each(|m| m.wait())))?;
+                );
+                for other in blocking {
+                    before.push(other.marker()?);
+                }
+            }
         }
-        Ok(stream)
+        if !before.is_empty() {
+            stream.push(Box::new(move || before.iter().for_each(|m| m.wait())))?;
+        }
+        stream.push(work)
     }
 
     pub(crate) fn event(&self, handle: CUevent) -> Result<Arc<Event>, Refusal> {

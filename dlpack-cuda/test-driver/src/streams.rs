@@ -18,7 +18,7 @@ use crate::entry::{Outcome, Refusal, entry, invalid, put, refuse};
 use crate::state::{driver, lock, state};
 
 /// Work queued on a stream.
-type Work = Box<dyn FnOnce() + Send>;
+pub(crate) type Work = Box<dyn FnOnce() + Send>;
 
 /// How a stream takes part in the legacy default stream's implicit synchronisation.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -112,7 +112,7 @@ impl Completion {
         self.signal.notify_all();
     }
 
-    fn is_reached(&self) -> bool {
+    pub(crate) fn is_reached(&self) -> bool {
         *lock(&self.reached)
     }
 
@@ -178,6 +178,11 @@ pub extern "C" fn cuStreamDestroy_v2(stream: CUstream) -> CUresult {
                 format!("stream {:#x}", stream.addr()),
             )
         })?;
+        if stream.kind == StreamKind::Blocking {
+            // Its queued work stays ordered before the legacy stream's later work.
+            let last = stream.marker()?;
+            state.devices[stream.ordinal as usize].retired.push(last);
+        }
         stream.close();
         state.closed.push(stream);
         Ok(())
@@ -200,13 +205,11 @@ pub extern "C" fn cuStreamWaitEvent(stream: CUstream, event: CUevent, flags: c_u
         if flags != 0 {
             return Err(invalid(format!("wait flags {flags}")));
         }
-        let (stream, event) = {
-            let mut state = state()?;
-            (state.stream_for_work(stream)?, state.event(event)?)
-        };
+        let mut state = state()?;
+        let (stream, event) = (state.stream(stream)?, state.event(event)?);
         // An event never recorded is complete: nothing to wait for.
         if let Some(recording) = event.latest() {
-            stream.push(Box::new(move || recording.wait()))?;
+            state.queue(&stream, Box::new(move || recording.wait()))?;
         }
         driver().calls.stream_waits.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -222,12 +225,17 @@ pub extern "C" fn cuLaunchHostFunc(
 ) -> CUresult {
     entry("cuLaunchHostFunc", || {
         let function = function.ok_or_else(|| invalid("a NULL host function"))?;
-        let stream = state()?.stream_for_work(stream)?;
+        let mut state = state()?;
+        let stream = state.stream(stream)?;
         let data = data.expose_provenance();
-        stream.push(Box::new(move || {
-            // SAFETY: the caller hands `data` to `function` in stream order, as the driver does.
-            unsafe { function(ptr::with_exposed_provenance_mut(data)) }
-        }))
+        state.queue(
+            &stream,
+            Box::new(move || {
+                // SAFETY: the caller hands `data` to `function` in stream order, as the driver
+                // does.
+                unsafe { function(ptr::with_exposed_provenance_mut(data)) }
+            }),
+        )
     })
 }
 
@@ -261,10 +269,8 @@ pub unsafe extern "C" fn cuEventCreate(event: *mut CUevent, flags: c_uint) -> CU
 #[unsafe(no_mangle)]
 pub extern "C" fn cuEventRecord(event: CUevent, stream: CUstream) -> CUresult {
     entry("cuEventRecord", || {
-        let (stream, event) = {
-            let mut state = state()?;
-            (state.stream_for_work(stream)?, state.event(event)?)
-        };
+        let mut state = state()?;
+        let (stream, event) = (state.stream(stream)?, state.event(event)?);
         if stream.ordinal != event.ordinal {
             return Err(refuse(
                 CUDA_ERROR_INVALID_HANDLE,
@@ -276,7 +282,7 @@ pub extern "C" fn cuEventRecord(event: CUevent, stream: CUstream) -> CUresult {
         }
         let recording = Arc::new(Completion::default());
         let reached = recording.clone();
-        stream.push(Box::new(move || reached.reach()))?;
+        state.queue(&stream, Box::new(move || reached.reach()))?;
         // Only a recording that is queued becomes the one waits and queries concern.
         *lock(&event.latest) = Some(recording);
         driver().calls.event_records.fetch_add(1, Ordering::Relaxed);
@@ -328,4 +334,119 @@ pub extern "C" fn cuEventDestroy_v2(event: CUevent) -> CUresult {
                 )
             })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc::Receiver;
+    use std::time::Duration;
+
+    use cudarc::driver::sys::CUcontext;
+
+    use super::*;
+    use crate::device::{cuCtxSetCurrent, cuDevicePrimaryCtxRetain, cuInit};
+
+    const LEGACY: usize = 1;
+
+    fn handle(value: usize) -> CUstream {
+        ptr::without_provenance_mut(value)
+    }
+
+    /// Device 0's primary context, current on this thread.
+    fn device_0() -> CUcontext {
+        assert_eq!(cuInit(0), CUDA_SUCCESS);
+        let mut context: CUcontext = ptr::null_mut();
+        assert_eq!(
+            // SAFETY: a valid place for the handle.
+            unsafe { cuDevicePrimaryCtxRetain(&mut context, 0) },
+            CUDA_SUCCESS
+        );
+        assert_eq!(cuCtxSetCurrent(context), CUDA_SUCCESS);
+        context
+    }
+
+    unsafe extern "C" fn wait_for_release(data: *mut c_void) {
+        // SAFETY: the Box<Receiver<()>> leaked by `block`, taken back once, here.
+        let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
+        let _ = receiver.recv_timeout(Duration::from_secs(30));
+    }
+
+    unsafe extern "C" fn set(flag: *mut c_void) {
+        // SAFETY: a `&'static AtomicBool` (the test's).
+        unsafe { &*flag.cast::<AtomicBool>() }.store(true, Ordering::SeqCst);
+    }
+
+    unsafe extern "C" fn observe(cell: *mut c_void) {
+        // SAFETY: the test's pair of flags: what is observed, and where it is written.
+        let (seen, out) = unsafe { *cell.cast::<(&AtomicBool, &AtomicBool)>() };
+        out.store(seen.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    fn block(stream: CUstream) -> Sender<()> {
+        let (release, wait) = channel::<()>();
+        let data = Box::into_raw(Box::new(wait)).cast::<c_void>();
+        assert_eq!(
+            cuLaunchHostFunc(stream, Some(wait_for_release), data),
+            CUDA_SUCCESS
+        );
+        release
+    }
+
+    #[test]
+    fn the_legacy_stream_waits_for_destroyed_streams_and_refused_calls_queue_nothing() {
+        static DONE: AtomicBool = AtomicBool::new(false);
+        static SEEN: AtomicBool = AtomicBool::new(false);
+        let context = device_0();
+
+        // A blocking stream destroyed with work still queued: the legacy stream's later work
+        // comes after that work, as after a live blocking stream's.
+        let mut blocking: CUstream = ptr::null_mut();
+        // SAFETY: a valid place for the handle.
+        assert_eq!(unsafe { cuStreamCreate(&mut blocking, 0) }, CUDA_SUCCESS);
+        let release = block(blocking);
+        let done = (&DONE as *const AtomicBool).cast_mut().cast::<c_void>();
+        assert_eq!(cuLaunchHostFunc(blocking, Some(set), done), CUDA_SUCCESS);
+        assert_eq!(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
+        let pair: &'static (&AtomicBool, &AtomicBool) = Box::leak(Box::new((&DONE, &SEEN)));
+        let pair = (pair as *const (&AtomicBool, &AtomicBool))
+            .cast_mut()
+            .cast::<c_void>();
+        assert_eq!(
+            cuLaunchHostFunc(handle(LEGACY), Some(observe), pair),
+            CUDA_SUCCESS
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        release.send(()).expect("release");
+        assert_eq!(cuStreamSynchronize(handle(LEGACY)), CUDA_SUCCESS);
+        assert!(
+            SEEN.load(Ordering::SeqCst),
+            "the legacy stream ran before the destroyed stream's work"
+        );
+
+        // A refused call on the legacy stream queues nothing, not even the wait for a blocked
+        // blocking stream: the legacy stream stays free.
+        // SAFETY: a valid place for the handle.
+        assert_eq!(unsafe { cuStreamCreate(&mut blocking, 0) }, CUDA_SUCCESS);
+        let release = block(blocking);
+        let refused = cuEventRecord(ptr::without_provenance_mut(0xdead0), handle(LEGACY));
+        assert_eq!(refused, CUDA_ERROR_INVALID_HANDLE);
+        let (finished, synchronised) = channel();
+        let context = context.addr();
+        std::thread::spawn(move || {
+            assert_eq!(
+                cuCtxSetCurrent(ptr::without_provenance_mut(context)),
+                CUDA_SUCCESS
+            );
+            let _ = finished.send(cuStreamSynchronize(handle(LEGACY)));
+        });
+        let status = synchronised.recv_timeout(Duration::from_secs(10));
+        release.send(()).expect("release");
+        assert_eq!(
+            status,
+            Ok(CUDA_SUCCESS),
+            "the refused call made the legacy stream wait for a blocked stream"
+        );
+        assert_eq!(cuStreamDestroy_v2(blocking), CUDA_SUCCESS);
+    }
 }

@@ -15,8 +15,7 @@ use cudarc::driver::sys::CUresult::{
 };
 use cudarc::driver::sys::{CUevent, CUstream};
 
-use crate::entry::Outcome;
-use crate::entry::{Refusal, refuse};
+use crate::entry::{Outcome, Refusal, refuse};
 use crate::memory::Allocation;
 use crate::streams::{Completion, Event, Stream, StreamKind, Work};
 

@@ -366,17 +366,29 @@ mod tests {
         context
     }
 
+    /// A host function that blocks its stream until the sender of `data` sends or is dropped.
+    ///
+    /// # Safety
+    /// `data` is a `Box<Receiver<()>>` leaked for this call alone.
     unsafe extern "C" fn wait_for_release(data: *mut c_void) {
         // SAFETY: the Box<Receiver<()>> leaked by `block`, taken back once, here.
         let receiver = unsafe { Box::from_raw(data.cast::<Receiver<()>>()) };
         let _ = receiver.recv_timeout(Duration::from_secs(30));
     }
 
+    /// A host function that sets a flag.
+    ///
+    /// # Safety
+    /// `flag` points to an `AtomicBool` that outlives the call.
     unsafe extern "C" fn set(flag: *mut c_void) {
         // SAFETY: a `&'static AtomicBool` (the test's).
         unsafe { &*flag.cast::<AtomicBool>() }.store(true, Ordering::SeqCst);
     }
 
+    /// A host function that copies the first flag of a pair into the second.
+    ///
+    /// # Safety
+    /// `cell` points to a `(&AtomicBool, &AtomicBool)` that outlives the call.
     unsafe extern "C" fn observe(cell: *mut c_void) {
         // SAFETY: the test's pair of flags: what is observed, and where it is written.
         let (seen, out) = unsafe { *cell.cast::<(&AtomicBool, &AtomicBool)>() };
